@@ -1,0 +1,69 @@
+"""joblocks: keep a scheduled job to one instance at a time, with a lease row in your database.
+
+Quick use::
+
+    import joblocks
+
+    ran = joblocks.run_with_lock("nightly-prune", 30_000, prune)
+
+The asyncio face is :mod:`joblocks.aio` (same names, coroutines).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Optional
+
+from . import _config
+from ._errors import LeaseLost, LockBackendError, LockError, LockExistsError, LockNotAcquired
+from ._identity import worker_id
+from ._model import JobLockModel
+from ._records import JobLock
+from ._run import run_with_lock
+from ._schema import JOB_LOCKS_TABLE_NAME, build_table, job_locks, metadata
+from ._statements import ACQUIRE_PATHS, AcquirePath
+from ._validate import MAX_HOLDER_BYTES, MAX_KEY_BYTES, Duration
+from ._version import __version__
+
+__all__ = [
+    "ACQUIRE_PATHS",
+    "JOB_LOCKS_TABLE_NAME",
+    "MAX_HOLDER_BYTES",
+    "MAX_KEY_BYTES",
+    "WORKER_ID",
+    "AcquirePath",
+    "Duration",
+    "JobLock",
+    "JobLockModel",
+    "LeaseLost",
+    "LockBackendError",
+    "LockError",
+    "LockExistsError",
+    "LockNotAcquired",
+    "__version__",
+    "build_table",
+    "configure",
+    "get_model",
+    "job_locks",
+    "metadata",
+    "run_with_lock",
+    "worker_id",
+]
+
+configure = _config.configure
+
+if TYPE_CHECKING:
+    #: This process's holder id (a UUID string). Read as ``joblocks.WORKER_ID`` to see
+    #: the current value: a forked child gets a new one.
+    WORKER_ID: str
+
+
+def get_model(name: Optional[str] = None) -> JobLockModel:
+    """The model of the default database (see :func:`configure`), or of instance ``name``."""
+    model: JobLockModel = _config.get_model(name)
+    return model
+
+
+def __getattr__(name: str) -> Any:
+    if name == "WORKER_ID":
+        return worker_id()
+    raise AttributeError(f"module 'joblocks' has no attribute {name!r}")

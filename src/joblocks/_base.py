@@ -1,0 +1,117 @@
+"""What the sync and asyncio models share: arguments, table, statements, retry policy."""
+
+from __future__ import annotations
+
+import logging
+import random
+from typing import Any, Optional, Union
+
+from sqlalchemy import URL, Engine, MetaData, Table
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from . import _engines, _validate
+from ._schema import JOB_LOCKS_TABLE_NAME, build_table
+from ._statements import AcquirePath, Statements, build
+
+log = logging.getLogger("joblocks")
+
+Database = Union[str, URL, Engine, AsyncEngine, None]
+
+#: Deadlocks and serialization failures are retried this many times in all.
+TRANSIENT_ATTEMPTS = 8
+
+
+def transient_pause(attempt: int) -> float:
+    """Seconds to sleep before retry ``attempt`` (1-based) after a deadlock: jittered."""
+    return random.uniform(0, min(0.05, 0.002 * 2**attempt))  # noqa: S311 - jitter
+
+
+class ModelCore:
+    """Validated construction shared by ``JobLockModel`` and ``aio.JobLockModel``."""
+
+    engine: Any
+    table: Table
+    statements: Statements
+    owns_engine: bool
+    errors_as_taken: bool
+    database: str
+
+    def _setup(
+        self,
+        database: Database,
+        *,
+        asynchronous: bool,
+        table_name: str,
+        schema: Optional[str],
+        create_table: bool,
+        errors_as_taken: bool,
+        acquire_path: Optional[AcquirePath],
+    ) -> None:
+        _validate.identifier(table_name, "table_name", _validate.MAX_TABLE_NAME)
+        if schema is not None:
+            _validate.identifier(schema, "schema")
+        if not isinstance(create_table, bool):
+            raise TypeError(f"create_table must be a bool, not {type(create_table).__name__}")
+        if not isinstance(errors_as_taken, bool):
+            raise TypeError(
+                f"errors_as_taken must be a bool, not {type(errors_as_taken).__name__}"
+            )
+        face = "joblocks.aio.JobLockModel" if asynchronous else "joblocks.JobLockModel"
+        if isinstance(database, AsyncEngine) and not asynchronous:
+            raise TypeError(
+                "database is an AsyncEngine: use joblocks.aio.JobLockModel for asyncio"
+            )
+        if isinstance(database, Engine) and asynchronous:
+            raise TypeError("database is a sync Engine: use joblocks.JobLockModel, or pass an "
+                            f"AsyncEngine or a URL to {face}")
+        if isinstance(database, (Engine, AsyncEngine)):
+            _engines.ensure_usable(database)
+            engine: Any = database.execution_options(isolation_level="AUTOCOMMIT")
+            self.owns_engine = False
+        else:
+            url, _source = _engines.resolve(database)
+            engine = _engines.create(url, asynchronous=asynchronous)
+            self.owns_engine = True
+        dialect = engine.dialect
+        if dialect.name == "sqlite" and schema not in (None, "main"):
+            raise ValueError("schema: SQLite keeps the lock table in the main database; "
+                             f"got {schema!r}")
+        if schema == "main" and dialect.name == "sqlite":
+            schema = None
+        self.engine = engine
+        self.database = _engines.describe(engine)
+        self.table = build_table(MetaData(), table_name, schema)
+        self.statements = build(dialect, self.table, acquire_path)
+        self.errors_as_taken = errors_as_taken
+        self.table_ready = not create_table
+
+    @property
+    def table_name(self) -> str:
+        """The lock table's name."""
+        return self.table.name
+
+    @property
+    def schema(self) -> Optional[str]:
+        """The lock table's schema (None: the connection's default)."""
+        return self.table.schema
+
+    @property
+    def acquire_path(self) -> AcquirePath:
+        """How ``acquire`` reaches the database (see ``joblocks._statements``)."""
+        return self.statements.path
+
+    @property
+    def identity(self) -> tuple[str, Optional[str], str]:
+        """Which lock table this model talks to, whatever the driver (sync or asyncio).
+
+        The in-process overlap guard of ``run_with_lock`` is keyed by it.
+        """
+        url = self.engine.url
+        where = url.set(drivername=url.get_backend_name()).render_as_string(hide_password=True)
+        return (where, self.table.schema, self.table.name)
+
+    def __repr__(self) -> str:
+        return (
+            f"<{type(self).__qualname__} {self.database} table={self.table.fullname} "
+            f"path={self.statements.path}>"
+        )

@@ -1,0 +1,135 @@
+"""``configure()`` and ``get_model()``: the default and named lock databases."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from typing import Any, Callable, Generic, Optional, TypeVar
+
+from sqlalchemy import URL, Engine
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from ._base import Database
+
+M = TypeVar("M")
+
+_SPEC_TYPES = (str, URL, Engine, AsyncEngine)
+
+
+class Registry(Generic[M]):
+    """Models by instance name, made on first use from the configured databases."""
+
+    def __init__(self, factory: Callable[..., M], fallback: Optional[Registry[Any]] = None):
+        self._factory = factory
+        self._fallback = fallback
+        self._lock = threading.Lock()
+        self._specs: Optional[dict[Optional[str], Database]] = None
+        self._options: dict[str, Any] = {}
+        self._models: dict[Optional[str], M] = {}
+
+    def configure(
+        self,
+        default: Database = None,
+        instances: Optional[Mapping[str, Database]] = None,
+        options: Optional[dict[str, Any]] = None,
+    ) -> None:
+        if default is not None and not isinstance(default, _SPEC_TYPES):
+            raise TypeError(
+                "default must be a URL string, a sqlalchemy URL, an Engine or None, "
+                f"not {type(default).__name__}"
+            )
+        specs: dict[Optional[str], Database] = {None: default}
+        for name, spec in (instances or {}).items():
+            if not isinstance(name, str) or not name:
+                raise ValueError(f"instances: names must be non-empty str, got {name!r}")
+            if not isinstance(spec, _SPEC_TYPES):
+                raise TypeError(
+                    f"instances[{name!r}] must be a URL string, a sqlalchemy URL or an "
+                    f"Engine, not {type(spec).__name__}"
+                )
+            specs[name] = spec
+        with self._lock:
+            old = self._models
+            self._specs, self._options, self._models = specs, dict(options or {}), {}
+        for model in old.values():
+            model.dispose()  # type: ignore[attr-defined]
+
+    def url_specs(self) -> Optional[tuple[dict[Optional[str], Database], dict[str, Any]]]:
+        """The configured URLs (not engines), for the other face to fall back on."""
+        with self._lock:
+            if self._specs is None:
+                return None
+            urls = {k: v for k, v in self._specs.items() if not isinstance(v, (Engine, AsyncEngine))}
+            return urls, dict(self._options)
+
+    def get(self, name: Optional[str] = None) -> M:
+        if name is not None and (not isinstance(name, str) or not name):
+            raise ValueError(f"name must be a non-empty str or None, got {name!r}")
+        with self._lock:
+            model = self._models.get(name)
+            if model is not None:
+                return model
+            specs, options = self._specs, self._options
+            if specs is None and self._fallback is not None:
+                fallback = self._fallback.url_specs()
+                if fallback is not None:
+                    specs, options = fallback
+            if specs is None:
+                specs = {None: None}
+            if name not in specs:
+                known = sorted(n for n in specs if n is not None)
+                raise LookupError(
+                    f"no joblocks instance named {name!r} is configured (known: {known})"
+                )
+            model = self._factory(specs[name], **options)
+            self._models[name] = model
+            return model
+
+
+_OPTIONS = ("table_name", "schema", "create_table", "errors_as_taken", "acquire_path")
+
+
+def check_options(options: Mapping[str, Any]) -> dict[str, Any]:
+    """Model options given to ``configure``: known names, valid identifiers."""
+    from . import _validate
+
+    for name in options:
+        if name not in _OPTIONS:
+            raise TypeError(f"configure() got an unexpected option {name!r}")
+    if "table_name" in options:
+        _validate.identifier(options["table_name"], "table_name", _validate.MAX_TABLE_NAME)
+    if options.get("schema") is not None:
+        _validate.identifier(options["schema"], "schema")
+    return dict(options)
+
+
+def _make_sync(database: Database, **options: Any) -> Any:
+    from ._model import JobLockModel
+
+    return JobLockModel(database, **options)
+
+
+sync_registry: Registry[Any] = Registry(_make_sync)
+
+
+def configure(
+    default: Database = None,
+    *,
+    instances: Optional[Mapping[str, Database]] = None,
+    **options: Any,
+) -> None:
+    """Say where the locks live.
+
+    ``default`` is a URL or an ``Engine`` (None: ``JOBLOCKS_URL``, else the per-user
+    SQLite file); ``instances`` maps names to more databases, for
+    ``get_model("name")``. ``options`` (``table_name``, ``schema``, ``create_table``,
+    ``errors_as_taken``, ``acquire_path``) apply to every model. A later call replaces
+    this one and disposes the engines joblocks made for it. The asyncio face uses the
+    same URLs unless ``joblocks.aio.configure`` is called.
+    """
+    sync_registry.configure(default, instances, check_options(options))
+
+
+def get_model(name: Optional[str] = None) -> Any:
+    """The model of the default database, or of the instance ``name``."""
+    return sync_registry.get(name)

@@ -1,0 +1,242 @@
+"""``JobLockModel``: the sync face over the operations in ``_ops``."""
+
+from __future__ import annotations
+
+import builtins
+import contextlib
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any, Callable, Optional, TypeVar
+
+from sqlalchemy import Connection
+from sqlalchemy import exc as sa_exc
+
+from . import _identity, _ops, _validate
+from ._base import TRANSIENT_ATTEMPTS, Database, ModelCore, log, transient_pause
+from ._errors import LockBackendError, LockExistsError, translate
+from ._records import JobLock
+from ._schema import JOB_LOCKS_TABLE_NAME, ensure_table
+from ._statements import AcquirePath
+
+T = TypeVar("T")
+
+_generation = 0  # bumped in a forked child: connections held before the fork are dropped
+_abandoned: list[Any] = []  # the parent's connections: never used, never closed, in a child
+
+
+def _after_fork() -> None:
+    global _generation
+    _generation += 1
+
+
+_identity.on_fork(_after_fork)
+
+
+class JobLockModel(ModelCore):
+    """The lock table of one database: the four lease operations and the plain model.
+
+    ``database`` is a URL (``"sqlite:///locks.db"``, ``"postgresql://app@db/app"``,
+    ``"mysql://app@db/app"``), a SQLAlchemy ``Engine``, or None for ``JOBLOCKS_URL``
+    (else the per-user SQLite file, see ``joblocks where``). The table is created on
+    first use unless ``create_table=False``. Database failures raise
+    :class:`~joblocks.LockBackendError`; ``errors_as_taken=True`` makes ``acquire``
+    return False on them instead, as the reference does.
+
+    Thread-safe. Each call runs on its own autocommit connection and never touches a
+    transaction of the caller's; an engine that joblocks made itself from a SQLite URL
+    keeps one connection per thread.
+    """
+
+    def __init__(
+        self,
+        database: Database = None,
+        *,
+        table_name: str = JOB_LOCKS_TABLE_NAME,
+        schema: Optional[str] = None,
+        create_table: bool = True,
+        errors_as_taken: bool = False,
+        acquire_path: Optional[AcquirePath] = None,
+    ) -> None:
+        self._setup(
+            database,
+            asynchronous=False,
+            table_name=table_name,
+            schema=schema,
+            create_table=create_table,
+            errors_as_taken=errors_as_taken,
+            acquire_path=acquire_path,
+        )
+        self._local = threading.local()
+        self._hold = self.owns_engine and self.engine.dialect.name == "sqlite"
+        self._table_lock = threading.Lock()
+
+    # -- connections ---------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _connection(self) -> Iterator[Connection]:
+        if not self._hold:
+            with self.engine.connect() as conn:
+                yield conn
+            return
+        local = self._local
+        conn: Optional[Connection] = getattr(local, "conn", None)
+        if conn is not None and (local.generation != _generation or conn.invalidated):
+            if local.generation != _generation:
+                _abandoned.append(conn)
+            conn = None
+        if conn is None:
+            conn = self.engine.connect()
+            local.conn, local.generation = conn, _generation
+        try:
+            yield conn
+        except BaseException:
+            if conn.invalidated:
+                local.conn = None
+            raise
+
+    def _call(self, operation: str, fn: Callable[..., T], *args: Any) -> T:
+        with translate(operation, self.database):
+            if not self.table_ready:
+                self._create_table()
+            attempt = 1
+            while True:
+                try:
+                    with self._connection() as conn:
+                        return fn(conn, self.statements, *args)
+                except sa_exc.DBAPIError as exc:
+                    if attempt >= TRANSIENT_ATTEMPTS or not _ops.is_transient(
+                        exc, self.statements.family
+                    ):
+                        raise
+                    log.debug("joblocks: %s retried after a transient error: %s", operation, exc)
+                    time.sleep(transient_pause(attempt))
+                    attempt += 1
+
+    def _create_table(self) -> None:
+        with self._table_lock:
+            if self.table_ready:
+                return
+            with self._connection() as conn:
+                ensure_table(conn, self.table)
+            self.table_ready = True
+
+    def create_table(self) -> None:
+        """Create the lock table and its fencing counter if they are missing."""
+        with translate("create table", self.database):
+            with self._connection() as conn:
+                ensure_table(conn, self.table)
+            self.table_ready = True
+
+    def dispose(self) -> None:
+        """Close this model's connections (and its engine, if joblocks made it)."""
+        conn = getattr(self._local, "conn", None)
+        if conn is not None:
+            self._local.conn = None
+            conn.close()
+        if self.owns_engine:
+            self.engine.dispose()
+
+    # -- the reference's four operations -------------------------------------------
+
+    def acquire(self, lock_key: str, ttl: _validate.Duration, holder: str) -> bool:
+        """Take ``lock_key`` for ``holder`` for ``ttl`` (ms or timedelta).
+
+        True when the row was free, expired, or already ``holder``'s (re-entrant: the
+        expiry moves forward); False when another holder's lease is live. A database
+        failure raises ``LockBackendError`` (or returns False with
+        ``errors_as_taken=True``).
+        """
+        return self.acquire_token(lock_key, ttl, holder) is not None
+
+    def acquire_token(self, lock_key: str, ttl: _validate.Duration, holder: str) -> Optional[int]:
+        """Like :meth:`acquire`, returning the grant's fencing token (None when taken)."""
+        key = _validate.lock_key(lock_key)
+        ttl_ms = _validate.duration_ms(ttl, "ttl")
+        who = _validate.holder(holder)
+        try:
+            return self._call("acquire", _ops.acquire, key, who, ttl_ms)
+        except LockBackendError as exc:
+            if not self.errors_as_taken:
+                raise
+            log.warning("joblocks: acquire of %r failed, reported as taken: %s", key, exc)
+            return None
+
+    def release(self, lock_key: str, holder: str) -> bool:
+        """Delete the row if ``holder`` holds it (a no-op otherwise); True when deleted."""
+        key = _validate.lock_key(lock_key)
+        who = _validate.holder(holder)
+        return self._call("release", _ops.release, key, who)
+
+    def refresh(self, lock_key: str, ttl: _validate.Duration, holder: str) -> bool:
+        """Set the expiry to now + ``ttl`` if the row is ``holder``'s, even if expired.
+
+        False only when the row is gone or belongs to someone else.
+        """
+        key = _validate.lock_key(lock_key)
+        ttl_ms = _validate.duration_ms(ttl, "ttl")
+        who = _validate.holder(holder)
+        return self._call("refresh", _ops.refresh, key, who, ttl_ms)
+
+    def peek(self, lock_key: str) -> Optional[JobLock]:
+        """The row of ``lock_key`` whatever its state (held or expired), or None."""
+        key = _validate.lock_key(lock_key)
+        return self._call("peek", _ops.peek, key)
+
+    # -- the plain model surface ------------------------------------------------
+
+    def get(self, lock_key: str) -> Optional[JobLock]:
+        """The row of ``lock_key``, or None (same as :meth:`peek`)."""
+        return self.peek(lock_key)
+
+    def list(self, state: _ops.State = "all") -> builtins.list[JobLock]:
+        """All rows ordered by key; ``state="live"`` or ``"expired"`` filters by db time."""
+        _check_state(state)
+        return self._call("list", _ops.list_locks, state)
+
+    def count(self, state: _ops.State = "all") -> int:
+        """How many rows there are (``state`` as in :meth:`list`)."""
+        _check_state(state)
+        return self._call("count", _ops.count, state)
+
+    def insert(self, lock_key: str, *, holder: str, ttl: _validate.Duration) -> JobLock:
+        """Insert a new row with a new fencing token; ``LockExistsError`` if one exists."""
+        key = _validate.lock_key(lock_key)
+        who = _validate.holder(holder)
+        ttl_ms = _validate.duration_ms(ttl, "ttl")
+        row = self._call("insert", _ops.insert, key, who, ttl_ms)
+        if row is None:
+            raise LockExistsError(key)
+        return row
+
+    def update(
+        self,
+        lock_key: str,
+        *,
+        holder: Optional[str] = None,
+        ttl: Optional[_validate.Duration] = None,
+    ) -> bool:
+        """Change the holder and/or set expiry to now + ``ttl``, whoever holds the row.
+
+        A new holder gets a new fencing token. True when the row exists.
+        """
+        key = _validate.lock_key(lock_key)
+        who = None if holder is None else _validate.holder(holder)
+        ttl_ms = None if ttl is None else _validate.duration_ms(ttl, "ttl")
+        if who is None and ttl_ms is None:
+            raise ValueError("update needs holder= or ttl= (or both)")
+        return self._call("update", _ops.update, key, who, ttl_ms)
+
+    def delete(self, lock_key: str) -> bool:
+        """Delete the row of ``lock_key`` whoever holds it; True when a row was deleted."""
+        key = _validate.lock_key(lock_key)
+        return self._call("delete", _ops.delete, key)
+
+    def now_ms(self) -> int:
+        """The database server's clock, in epoch milliseconds."""
+        return self._call("read clock", _ops.now_ms)
+
+
+def _check_state(state: object) -> None:
+    if state not in ("all", "live", "expired"):
+        raise ValueError(f"state must be 'all', 'live' or 'expired', got {state!r}")

@@ -1,0 +1,178 @@
+"""The lock operations: plain functions over a SQLAlchemy ``Connection``.
+
+This is the one implementation. The sync face calls these on a connection it checked
+out; the asyncio face runs the very same functions through
+``AsyncConnection.run_sync``. Nothing here commits (connections are in autocommit
+mode and each operation is atomic on its own), sleeps or retries: waiting and retrying
+belong to the faces.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Mapping
+from typing import Any, Literal, Optional
+
+from sqlalchemy import Connection
+from sqlalchemy import exc as sa_exc
+
+from ._records import JobLock
+from ._statements import AcquireStep, Prepared, Statements
+
+State = Literal["all", "live", "expired"]
+
+
+class _Result:
+    """What a statement gave back, read off the cursor before it is closed."""
+
+    __slots__ = ("lastrowid", "rowcount", "rows")
+
+    def __init__(self, rows: list[Any], rowcount: int, lastrowid: Optional[int]) -> None:
+        self.rows = rows
+        self.rowcount = rowcount
+        self.lastrowid = lastrowid
+
+    def scalar(self) -> Any:
+        return self.rows[0][0] if self.rows else None
+
+
+def execute(conn: Connection, stmt: Prepared, values: Mapping[str, Any]) -> _Result:
+    """Send one prepared statement on the connection's driver connection.
+
+    The thinnest path SQLAlchemy allows: no compilation, no result wrapping, no
+    SQLAlchemy-level transaction (the connection is in autocommit mode). Driver errors
+    are wrapped exactly as SQLAlchemy would (``IntegrityError``, ``OperationalError``,
+    ...), and a lost connection is invalidated so the pool replaces it.
+    """
+    dbapi_connection = conn.connection.dbapi_connection
+    assert dbapi_connection is not None  # noqa: S101 - checked out by the caller
+    params = stmt.params(values)
+    cursor = dbapi_connection.cursor()
+    try:
+        cursor.execute(stmt.sql, params)
+        rows = cursor.fetchall() if cursor.description else []
+        return _Result(rows, cursor.rowcount, cursor.lastrowid)
+    except Exception as exc:
+        dialect = conn.dialect
+        if not isinstance(exc, dialect.loaded_dbapi.Error):
+            raise
+        lost = dialect.is_disconnect(exc, dbapi_connection, cursor)
+        if lost:
+            conn.invalidate(exc)
+        raise sa_exc.DBAPIError.instance(
+            stmt.sql,
+            params,
+            exc,
+            dialect.loaded_dbapi.Error,
+            dialect=dialect,
+            connection_invalidated=lost,
+        ) from exc
+    finally:
+        with contextlib.suppress(Exception):
+            cursor.close()
+
+
+def _run_step(
+    conn: Connection, step: AcquireStep, key: str, holder: str, ttl_ms: int
+) -> Optional[int]:
+    try:
+        result = execute(conn, step.stmt, {"key": key, "holder": holder, "ttl": ttl_ms})
+    except sa_exc.IntegrityError:
+        if step.duplicate_means_taken:
+            return None
+        raise
+    if step.outcome == "returning":
+        fence = result.scalar()
+        return None if fence is None else int(fence)
+    if result.rowcount < 1:
+        return None
+    fence = int(result.lastrowid or 0)
+    return fence if fence > 0 else None
+
+
+def acquire(
+    conn: Connection, st: Statements, key: str, holder: str, ttl_ms: int
+) -> Optional[int]:
+    """Take or re-take ``key`` for ``holder``; the fencing token, or None when held elsewhere."""
+    for step in st.acquire:
+        fence = _run_step(conn, step, key, holder, ttl_ms)
+        if fence is not None:
+            return fence
+    return None
+
+
+def release(conn: Connection, st: Statements, key: str, holder: str) -> bool:
+    """Delete the row if ``holder`` holds it; True when a row was deleted."""
+    return execute(conn, st.release, {"key": key, "holder": holder}).rowcount > 0
+
+
+def refresh(conn: Connection, st: Statements, key: str, holder: str, ttl_ms: int) -> bool:
+    """Move the expiry to now + ttl if the row is ``holder``'s (expired or not)."""
+    values = {"key": key, "holder": holder, "ttl": ttl_ms}
+    return execute(conn, st.refresh, values).rowcount > 0
+
+
+def peek(conn: Connection, st: Statements, key: str) -> Optional[JobLock]:
+    """The row of ``key`` in whatever state, or None."""
+    rows = execute(conn, st.peek, {"key": key}).rows
+    return JobLock.from_row(rows[0]) if rows else None
+
+
+def list_locks(conn: Connection, st: Statements, state: State = "all") -> list[JobLock]:
+    """Every row (``"all"``), or only those live or expired by the database's clock."""
+    stmt = {"all": st.list_all, "live": st.list_live, "expired": st.list_expired}[state]
+    return [JobLock.from_row(row) for row in execute(conn, stmt, {}).rows]
+
+
+def count(conn: Connection, st: Statements, state: State = "all") -> int:
+    """How many rows are in ``state``."""
+    stmt = {"all": st.count_all, "live": st.count_live, "expired": st.count_expired}[state]
+    return int(execute(conn, stmt, {}).scalar())
+
+
+def insert(
+    conn: Connection, st: Statements, key: str, holder: str, ttl_ms: int
+) -> Optional[JobLock]:
+    """Insert a fresh row (new token); None when a row with that key exists."""
+    if _run_step(conn, st.insert, key, holder, ttl_ms) is None:
+        return None
+    return peek(conn, st, key)
+
+
+def update(
+    conn: Connection,
+    st: Statements,
+    key: str,
+    holder: Optional[str],
+    ttl_ms: Optional[int],
+) -> bool:
+    """Set the holder (a new holder gets a new token) and/or expiry, whoever holds it."""
+    found = False
+    if holder is not None:
+        found = execute(conn, st.update_holder, {"key": key, "holder": holder}).rowcount > 0
+    if ttl_ms is not None:
+        found = execute(conn, st.update_ttl, {"key": key, "ttl": ttl_ms}).rowcount > 0
+    return found
+
+
+def delete(conn: Connection, st: Statements, key: str) -> bool:
+    """Delete the row of ``key`` whoever holds it."""
+    return execute(conn, st.delete, {"key": key}).rowcount > 0
+
+
+def now_ms(conn: Connection, st: Statements) -> int:
+    """The database server's current time in epoch milliseconds."""
+    return int(execute(conn, st.now, {}).scalar())
+
+
+def is_transient(exc: BaseException, family: str) -> bool:
+    """A deadlock or serialization failure: safe to retry, never "taken"."""
+    if not isinstance(exc, sa_exc.DBAPIError) or exc.connection_invalidated:
+        return False
+    orig = exc.orig
+    if family == "postgresql":
+        return getattr(orig, "sqlstate", None) in ("40001", "40P01")
+    if family == "mysql":
+        args = getattr(orig, "args", ())
+        return bool(args) and args[0] in (1213, 1020)  # deadlock; record changed
+    return False

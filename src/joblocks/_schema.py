@@ -1,0 +1,139 @@
+"""The ``job_locks`` table, its fencing counter, and their DDL.
+
+One row per lock: ``id`` (the key), ``holder``, ``acquired_at``, ``expires_at`` (epoch
+milliseconds by the database's clock) and ``fence`` (the fencing token of the grant).
+
+The fencing counter only grows. It is a SEQUENCE named ``<table>_fence_seq`` on
+PostgreSQL and MariaDB, and on SQLite a one-row table ``<table>_fence`` that two
+triggers advance whenever a grant writes a larger token.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from sqlalchemy import (
+    DDL,
+    BigInteger,
+    Column,
+    Connection,
+    Dialect,
+    MetaData,
+    Sequence,
+    String,
+    Table,
+    event,
+    inspect,
+)
+from sqlalchemy.dialects.mysql import VARBINARY
+from sqlalchemy.types import TypeDecorator, TypeEngine
+
+from . import _validate
+
+JOB_LOCKS_TABLE_NAME = "job_locks"
+
+
+class ExactText(TypeDecorator[str]):
+    """Text compared byte for byte on every database.
+
+    PostgreSQL and SQLite compare ``VARCHAR`` exactly already; on MySQL/MariaDB the
+    column is ``VARBINARY`` so that ``Job``, ``job``, ``job `` and ``jöb`` stay four
+    different keys (a ``_ci`` or PAD SPACE collation would merge some of them).
+    """
+
+    impl = String
+    cache_ok = True
+
+    def load_dialect_impl(self, dialect: Dialect) -> TypeEngine[Any]:
+        if dialect.name in ("mysql", "mariadb"):
+            return dialect.type_descriptor(VARBINARY(self.impl_instance.length))
+        return dialect.type_descriptor(String(self.impl_instance.length))
+
+    def process_result_value(self, value: Any, dialect: Dialect) -> Optional[str]:
+        return decode_text(value)
+
+
+def decode_text(value: Any) -> Any:
+    """Bytes from a VARBINARY column back to str."""
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value).decode("utf-8")
+    return value
+
+
+def fence_sequence_name(table_name: str) -> str:
+    return f"{table_name}_fence_seq"
+
+
+def fence_counter_name(table_name: str) -> str:
+    return f"{table_name}_fence"
+
+
+def build_table(
+    metadata: MetaData, table_name: str = JOB_LOCKS_TABLE_NAME, schema: Optional[str] = None
+) -> Table:
+    """Add the lock table (and its fencing counter) to ``metadata`` and return the table.
+
+    Use this to put the table into your own migrations::
+
+        from sqlalchemy import MetaData
+        import joblocks
+        joblocks.build_table(my_metadata)
+    """
+    _validate.identifier(table_name, "table_name", _validate.MAX_TABLE_NAME)
+    if schema is not None:
+        _validate.identifier(schema, "schema")
+    sequence = Sequence(fence_sequence_name(table_name), metadata=metadata, schema=schema)
+    table = Table(
+        table_name,
+        metadata,
+        Column("id", ExactText(_validate.MAX_KEY_BYTES), primary_key=True),
+        Column("holder", ExactText(_validate.MAX_HOLDER_BYTES), nullable=False),
+        Column("acquired_at", BigInteger, nullable=False),
+        Column("expires_at", BigInteger, nullable=False),
+        Column("fence", BigInteger, nullable=False),
+        schema=schema,
+        comment="joblocks leases: one row per held or expired lock",
+    )
+    table.info["joblocks_sequence"] = sequence
+    counter = fence_counter_name(table_name)
+    for statement in sqlite_counter_ddl(table_name, counter):
+        event.listen(table, "after_create", DDL(statement).execute_if(dialect="sqlite"))
+    event.listen(
+        table,
+        "after_drop",
+        DDL(f'DROP TABLE IF EXISTS "{counter}"').execute_if(dialect="sqlite"),
+    )
+    return table
+
+
+def sqlite_counter_ddl(table_name: str, counter: str) -> list[str]:
+    """The SQLite fencing counter: a one-row table advanced by triggers on the lock table."""
+    bump = f'BEGIN UPDATE "{counter}" SET value = NEW.fence WHERE value < NEW.fence; END'
+    return [
+        f'CREATE TABLE IF NOT EXISTS "{counter}" '
+        "(id INTEGER PRIMARY KEY CHECK (id = 1), value INTEGER NOT NULL)",
+        f'INSERT OR IGNORE INTO "{counter}" (id, value) '
+        f'SELECT 1, COALESCE(MAX(fence), 0) FROM "{table_name}"',
+        f'CREATE TRIGGER IF NOT EXISTS "{table_name}_fence_ins" AFTER INSERT ON "{table_name}" '
+        + bump,
+        f'CREATE TRIGGER IF NOT EXISTS "{table_name}_fence_upd" AFTER UPDATE OF fence ON '
+        f'"{table_name}" WHEN NEW.fence > OLD.fence ' + bump,
+    ]
+
+
+#: The default table, ready for Alembic's ``target_metadata`` or ``metadata.create_all``.
+metadata = MetaData()
+job_locks = build_table(metadata)
+
+
+def ensure_table(conn: Connection, table: Table) -> None:
+    """Create the lock table and its fencing counter where missing (safe under races)."""
+    try:
+        table.metadata.create_all(conn, checkfirst=True)
+    except Exception:
+        # Another process may have created it between the check and the CREATE.
+        if not inspect(conn).has_table(table.name, schema=table.schema):
+            raise
+    if conn.dialect.name == "sqlite":
+        for statement in sqlite_counter_ddl(table.name, fence_counter_name(table.name)):
+            conn.exec_driver_sql(statement)

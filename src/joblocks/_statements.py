@@ -1,0 +1,241 @@
+"""SQL for every lock operation, built once per dialect, table and acquire path.
+
+Statements are compiled to the driver's own SQL string and parameter style when a
+model is made, so a call only binds parameters and sends one string.
+
+Acquire paths (``acquire_path=``):
+
+``"upsert"``
+    one atomic statement. PostgreSQL and SQLite: ``INSERT … ON CONFLICT (id) DO UPDATE
+    … WHERE <expired or ours> RETURNING fence``. MySQL/MariaDB: ``INSERT … ON DUPLICATE
+    KEY UPDATE`` whose assignments are guarded by the same condition, reporting the
+    token through ``LAST_INSERT_ID(expr)`` (0 when refused).
+``"update_insert"``
+    the reference's order without its error: a conditional ``UPDATE``, then ``INSERT …
+    ON CONFLICT DO NOTHING`` (PostgreSQL and SQLite).
+``"portable"``
+    the reference's two statements exactly: a conditional ``UPDATE``, then a plain
+    ``INSERT`` whose duplicate-key error means "held by someone else".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, Optional, Union
+
+from sqlalchemy import Dialect, Table, text
+
+from ._clock import statement_now_sql
+from ._schema import fence_counter_name
+
+AcquirePath = Literal["upsert", "update_insert", "portable"]
+ACQUIRE_PATHS: tuple[AcquirePath, ...] = ("upsert", "update_insert", "portable")
+
+#: The path each dialect uses unless told otherwise (see docs/performance.md).
+DEFAULT_PATH: dict[str, AcquirePath] = {
+    "postgresql": "update_insert",
+    "sqlite": "upsert",
+    "mysql": "upsert",
+}
+
+Params = Union[tuple[Any, ...], dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """One statement in the driver's SQL and parameter style."""
+
+    sql: str
+    order: Optional[tuple[str, ...]]  # positional drivers: parameter names in order
+
+    def params(self, values: Mapping[str, Any]) -> Params:
+        if self.order is None:
+            return dict(values)
+        return tuple(values[name] for name in self.order)
+
+
+@dataclass(frozen=True)
+class AcquireStep:
+    """One statement of an acquire path and how to read its outcome."""
+
+    stmt: Prepared
+    #: "returning": a row with the token, or none; "lastrowid": token in LAST_INSERT_ID
+    #: (0 or no matched row when refused).
+    outcome: Literal["returning", "lastrowid"]
+    #: A duplicate-key error from this step means "held by someone else".
+    duplicate_means_taken: bool = False
+
+
+@dataclass(frozen=True)
+class Statements:
+    """Everything one model sends, prepared for one dialect and table."""
+
+    family: str  # "postgresql" | "sqlite" | "mysql"
+    path: AcquirePath
+    acquire: tuple[AcquireStep, ...]
+    release: Prepared
+    refresh: Prepared
+    peek: Prepared
+    list_all: Prepared
+    list_live: Prepared
+    list_expired: Prepared
+    count_all: Prepared
+    count_live: Prepared
+    count_expired: Prepared
+    insert: AcquireStep
+    update_holder: Prepared
+    update_ttl: Prepared
+    delete: Prepared
+    now: Prepared
+
+
+def _prepare(dialect: Dialect, sql: str) -> Prepared:
+    compiled = text(sql).compile(dialect=dialect)
+    order: Optional[Sequence[str]] = compiled.positiontup
+    return Prepared(compiled.string, tuple(order) if compiled.positional and order else None)
+
+
+def family_of(dialect: Dialect) -> str:
+    return "mysql" if dialect.name in ("mysql", "mariadb") else dialect.name
+
+
+def paths_for(dialect: Dialect) -> tuple[AcquirePath, ...]:
+    """The acquire paths a dialect offers."""
+    if family_of(dialect) == "mysql":
+        return ("upsert", "portable")
+    return ACQUIRE_PATHS
+
+
+def build(dialect: Dialect, table: Table, path: Optional[AcquirePath] = None) -> Statements:
+    """Prepare every statement of a model for ``dialect`` and ``table``."""
+    family = family_of(dialect)
+    chosen: AcquirePath = path or DEFAULT_PATH[family]
+    if chosen not in paths_for(dialect):
+        raise ValueError(
+            f"acquire_path must be one of {paths_for(dialect)} on {dialect.name}, got {path!r}"
+        )
+    prep = dialect.identifier_preparer
+    t = prep.format_table(table)
+    now = statement_now_sql(dialect)
+    cols = "id, holder, acquired_at, expires_at, fence"
+    row = f"{cols}, {now} AS now_ms"
+
+    if family == "postgresql":
+        sequence = table.info["joblocks_sequence"]
+        seq_name = prep.format_sequence(sequence)
+        nxt = f"nextval('{seq_name}')"
+    elif family == "sqlite":
+        nxt = f'(SELECT value FROM "{fence_counter_name(table.name)}") + 1'
+    else:
+        nxt = f"NEXTVAL({prep.format_sequence(table.info['joblocks_sequence'])})"
+
+    def p(sql: str) -> Prepared:
+        return _prepare(dialect, sql)
+
+    values = f"VALUES (:key, :holder, {now}, {now} + :ttl, {{fence}})"
+    ours_or_expired = f"(expires_at <= {now} OR holder = :holder)"
+
+    if family == "mysql":
+        # MySQL evaluates SET assignments left to right, each seeing the ones before:
+        # fence first (reads the old holder), holder before expires_at, so that one
+        # condition (expired, or ours) decides all four columns.
+        cond = "(expires_at <= VALUES(acquired_at) OR holder = VALUES(holder))"
+        upsert = AcquireStep(
+            p(
+                f"INSERT INTO {t} ({cols}) "
+                + values.format(fence=f"LAST_INSERT_ID({nxt})")
+                + " ON DUPLICATE KEY UPDATE "
+                f"fence = IF({cond}, LAST_INSERT_ID(IF(holder = VALUES(holder), fence,"
+                f" VALUES(fence))), fence + LAST_INSERT_ID(0)), "
+                f"acquired_at = IF({cond}, VALUES(acquired_at), acquired_at), "
+                f"holder = IF({cond}, VALUES(holder), holder), "
+                f"expires_at = IF({cond}, VALUES(expires_at), expires_at)"
+            ),
+            "lastrowid",
+        )
+        update = AcquireStep(
+            p(
+                f"UPDATE {t} SET fence = IF(holder = :holder, LAST_INSERT_ID(fence), "
+                f"LAST_INSERT_ID({nxt})), holder = :holder, acquired_at = {now}, "
+                f"expires_at = {now} + :ttl WHERE id = :key AND {ours_or_expired}"
+            ),
+            "lastrowid",
+        )
+        plain_insert = AcquireStep(
+            p(f"INSERT INTO {t} ({cols}) " + values.format(fence=f"LAST_INSERT_ID({nxt})")),
+            "lastrowid",
+            duplicate_means_taken=True,
+        )
+        acquire = (upsert,) if chosen == "upsert" else (update, plain_insert)
+        update_holder = p(
+            f"UPDATE {t} SET fence = IF(holder = :holder, fence, {nxt}), holder = :holder "
+            "WHERE id = :key"
+        )
+    else:
+        upsert = AcquireStep(
+            p(
+                f"INSERT INTO {t} AS cur ({cols}) "
+                + values.format(fence=nxt)
+                + " ON CONFLICT (id) DO UPDATE SET holder = excluded.holder, "
+                "acquired_at = excluded.acquired_at, expires_at = excluded.expires_at, "
+                "fence = CASE WHEN cur.holder = excluded.holder THEN cur.fence "
+                "ELSE excluded.fence END "
+                "WHERE cur.expires_at <= excluded.acquired_at OR cur.holder = excluded.holder "
+                "RETURNING fence"
+            ),
+            "returning",
+        )
+        update = AcquireStep(
+            p(
+                f"UPDATE {t} SET holder = :holder, acquired_at = {now}, "
+                f"expires_at = {now} + :ttl, "
+                f"fence = CASE WHEN holder = :holder THEN fence ELSE {nxt} END "
+                f"WHERE id = :key AND {ours_or_expired} RETURNING fence"
+            ),
+            "returning",
+        )
+        insert_ignore = AcquireStep(
+            p(
+                f"INSERT INTO {t} ({cols}) "
+                + values.format(fence=nxt)
+                + " ON CONFLICT (id) DO NOTHING RETURNING fence"
+            ),
+            "returning",
+        )
+        plain_insert = AcquireStep(
+            p(f"INSERT INTO {t} ({cols}) " + values.format(fence=nxt) + " RETURNING fence"),
+            "returning",
+            duplicate_means_taken=True,
+        )
+        acquire = {
+            "upsert": (upsert,),
+            "update_insert": (update, insert_ignore),
+            "portable": (update, plain_insert),
+        }[chosen]
+        update_holder = p(
+            f"UPDATE {t} SET fence = CASE WHEN holder = :holder THEN fence ELSE {nxt} END, "
+            "holder = :holder WHERE id = :key"
+        )
+
+    live = f"expires_at > {now}"
+    expired = f"expires_at <= {now}"
+    return Statements(
+        family=family,
+        path=chosen,
+        acquire=acquire,
+        release=p(f"DELETE FROM {t} WHERE id = :key AND holder = :holder"),
+        refresh=p(f"UPDATE {t} SET expires_at = {now} + :ttl WHERE id = :key AND holder = :holder"),
+        peek=p(f"SELECT {row} FROM {t} WHERE id = :key"),
+        list_all=p(f"SELECT {row} FROM {t} ORDER BY id"),
+        list_live=p(f"SELECT {row} FROM {t} WHERE {live} ORDER BY id"),
+        list_expired=p(f"SELECT {row} FROM {t} WHERE {expired} ORDER BY id"),
+        count_all=p(f"SELECT COUNT(*) FROM {t}"),
+        count_live=p(f"SELECT COUNT(*) FROM {t} WHERE {live}"),
+        count_expired=p(f"SELECT COUNT(*) FROM {t} WHERE {expired}"),
+        insert=plain_insert,
+        update_holder=update_holder,
+        update_ttl=p(f"UPDATE {t} SET expires_at = {now} + :ttl WHERE id = :key"),
+        delete=p(f"DELETE FROM {t} WHERE id = :key"),
+        now=p(f"SELECT {now}"),
+    )

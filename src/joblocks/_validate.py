@@ -1,0 +1,84 @@
+"""Checks of user input, done before any database work.
+
+Every check raises ``TypeError`` (wrong type) or ``ValueError`` (wrong value) with a
+message that names the argument.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from datetime import timedelta
+from typing import Union
+
+#: Longest lock key, in UTF-8 bytes (the ``id`` column holds 512 bytes on every database).
+MAX_KEY_BYTES = 512
+#: Longest holder, in UTF-8 bytes.
+MAX_HOLDER_BYTES = 255
+#: Longest accepted duration (ttl, wait, ...): 366 days.
+MAX_DURATION_MS = 366 * 24 * 3600 * 1000
+#: Longest table name: leaves room for the ``_fence_seq`` suffix within every
+#: database's identifier limit (PostgreSQL: 63 bytes).
+MAX_TABLE_NAME = 48
+
+Duration = Union[int, float, timedelta]
+"""Milliseconds (``30_000``) or a ``datetime.timedelta``."""
+
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+
+def _text(value: object, name: str, max_bytes: int) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be a str, not {type(value).__name__}")
+    if not value or not value.strip():
+        raise ValueError(f"{name} must not be empty or whitespace only")
+    if "\x00" in value:
+        raise ValueError(f"{name} must not contain NUL characters")
+    try:
+        size = len(value.encode("utf-8"))
+    except UnicodeEncodeError as exc:
+        raise ValueError(f"{name} is not valid Unicode text (lone surrogate)") from exc
+    if size > max_bytes:
+        raise ValueError(f"{name} is {size} bytes in UTF-8; the limit is {max_bytes}")
+    return value
+
+
+def lock_key(value: object, name: str = "lock_key") -> str:
+    """Validate a lock key: a non-blank str without NUL, at most 512 UTF-8 bytes."""
+    return _text(value, name, MAX_KEY_BYTES)
+
+
+def holder(value: object, name: str = "holder") -> str:
+    """Validate a holder id: a non-blank str without NUL, at most 255 UTF-8 bytes."""
+    return _text(value, name, MAX_HOLDER_BYTES)
+
+
+def duration_ms(value: object, name: str, *, allow_zero: bool = False) -> int:
+    """Convert a duration (ms or timedelta) to whole milliseconds, rounding up."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, timedelta)):
+        raise TypeError(
+            f"{name} must be milliseconds (int or float) or a datetime.timedelta, "
+            f"not {type(value).__name__}"
+        )
+    ms = value.total_seconds() * 1000.0 if isinstance(value, timedelta) else float(value)
+    if math.isnan(ms) or math.isinf(ms):
+        raise ValueError(f"{name} must be a finite duration, got {value!r}")
+    if ms < 0 or (ms == 0 and not allow_zero):
+        raise ValueError(f"{name} must be {'>= 0' if allow_zero else 'positive'}, got {value!r}")
+    if ms > MAX_DURATION_MS:
+        raise ValueError(f"{name} must be at most 366 days ({MAX_DURATION_MS} ms), got {value!r}")
+    return math.ceil(ms)
+
+
+def identifier(value: object, name: str, max_length: int = 63) -> str:
+    """Validate a table or schema name: a plain SQL identifier (letters, digits, _)."""
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be a str, not {type(value).__name__}")
+    if not _IDENTIFIER.match(value):
+        raise ValueError(
+            f"{name} must be a plain identifier (letters, digits and _, not starting "
+            f"with a digit), got {value!r}"
+        )
+    if len(value) > max_length:
+        raise ValueError(f"{name} must be at most {max_length} characters, got {len(value)}")
+    return value

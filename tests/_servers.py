@@ -1,0 +1,577 @@
+"""Throwaway PostgreSQL and MariaDB servers for the test suite.
+
+Each server runs from its own temporary data directory on a free port on
+127.0.0.1, detached in its own session, and is tuned for speed, not
+durability. Only the standard library is needed to start and stop servers;
+readiness checks use the ``psycopg`` / ``pymysql`` drivers.
+
+Typical use::
+
+    try:
+        pg = start_postgres(tmp_path)
+    except ServerUnavailable as exc:
+        pytest.skip(str(exc))
+    ...
+    pg.kill()   # simulate a crash (SIGKILL), data dir kept
+    pg.start()  # same port, same data dir, crash recovery
+    pg.stop()   # fast shutdown, data dir removed
+
+Running as root, the servers run as the ``postgres`` / ``mysql`` system
+users; otherwise as the current user.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import dataclasses
+import glob
+import os
+import pwd
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "MARIADB_DATABASE",
+    "STARTUP_TIMEOUT",
+    "Server",
+    "ServerStartError",
+    "ServerUnavailable",
+    "start_mariadb",
+    "start_postgres",
+]
+
+STARTUP_TIMEOUT = 30.0
+"""Seconds to wait for a server to accept connections."""
+
+MARIADB_DATABASE = "joblocks_test"
+"""Database created on every MariaDB server and named in its URL."""
+
+_SHUTDOWN_TIMEOUT = 30.0
+_POLL_INTERVAL = 0.05
+# Unix socket paths are limited to 107 bytes; PostgreSQL adds ".s.PGSQL.NNNNN".
+_MAX_SOCKET_DIR_LEN = 80
+
+
+class ServerUnavailable(Exception):
+    """The server cannot be started here (binaries or driver missing).
+
+    ``str(exc)`` / ``exc.reason`` says why; callers typically skip on it.
+    """
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class ServerStartError(RuntimeError):
+    """The binaries exist but the server failed to initialise or start.
+
+    The message includes the tail of the server's log file.
+    """
+
+
+@dataclasses.dataclass(eq=False)
+class Server:
+    """A running (or killed) throwaway database server."""
+
+    name: str
+    """``"postgres"`` or ``"mariadb"``."""
+    port: int
+    url: str
+    """SQLAlchemy URL for the test database."""
+    data_dir: Path
+    log_file: Path
+    root_dir: Path
+    """Directory holding data_dir and log_file; removed by stop()."""
+    socket_dir: Path
+    _argv: list[str] = dataclasses.field(repr=False)
+    _user: str | None = dataclasses.field(repr=False)
+    _ready: Callable[[Server], None] = dataclasses.field(repr=False)
+    _stop_signal: signal.Signals = dataclasses.field(repr=False)
+    _proc: subprocess.Popen[bytes] | None = dataclasses.field(default=None, repr=False)
+
+    @property
+    def pid(self) -> int | None:
+        """PID of the server's main process, or None when not running."""
+        return self._proc.pid if self.is_running() and self._proc else None
+
+    def is_running(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    def start(self) -> None:
+        """Start the server on its port and data dir; wait until it is ready."""
+        if self.is_running():
+            raise RuntimeError(f"{self.name} on port {self.port} is already running")
+        if not self.data_dir.is_dir():
+            raise RuntimeError(f"{self.name}: data dir {self.data_dir} is gone")
+        with self.log_file.open("ab") as log:
+            log.write(f"\n=== starting: {' '.join(self._argv)}\n".encode())
+            log.flush()
+            self._proc = subprocess.Popen(
+                self._argv,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                cwd=self.root_dir,
+                start_new_session=True,
+                **_as_user(self._user),
+            )
+        _RUNNING.add(self)
+        try:
+            self._ready(self)
+        except BaseException:
+            self.kill()
+            raise
+
+    def kill(self) -> None:
+        """SIGKILL the server and all its processes; keep the data dir."""
+        proc = self._proc
+        if proc is None:
+            return
+        # The server leads its own process group (start_new_session=True);
+        # killing the group also kills PostgreSQL backends, which would
+        # otherwise outlive the postmaster and block a restart. Only while
+        # the leader is unreaped is its PID (= the group ID) surely ours.
+        if proc.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            _wait_group_gone(proc.pid, _SHUTDOWN_TIMEOUT)
+        self._forget()
+
+    def stop(self) -> None:
+        """Shut down fast, wait for exit, and remove the data directory."""
+        proc = self._proc
+        if proc is not None:
+            if proc.poll() is None:
+                os.kill(proc.pid, self._stop_signal)
+            try:
+                proc.wait(timeout=_SHUTDOWN_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                self.kill()
+            self._forget()
+        shutil.rmtree(self.root_dir, ignore_errors=True)
+        if self.socket_dir != self.root_dir / "sock":
+            shutil.rmtree(self.socket_dir, ignore_errors=True)
+
+    def _forget(self) -> None:
+        self._proc = None
+        _RUNNING.discard(self)
+
+    def log_tail(self, lines: int = 30) -> str:
+        try:
+            text = self.log_file.read_text(errors="replace")
+        except OSError:
+            return ""
+        return "\n".join(text.splitlines()[-lines:])
+
+
+_RUNNING: set[Server] = set()
+
+
+@atexit.register
+def _stop_leftovers() -> None:
+    for server in list(_RUNNING):
+        with contextlib.suppress(Exception):
+            server.stop()
+
+
+# --------------------------------------------------------------- PostgreSQL
+
+
+def start_postgres(base_dir: Path) -> Server:
+    """Initialise and start a PostgreSQL server under ``base_dir``.
+
+    URL: ``postgresql+psycopg://postgres@127.0.0.1:PORT/postgres`` (trust auth).
+    Raises ServerUnavailable if the binaries or psycopg are missing,
+    ServerStartError if it fails to start.
+    """
+    bindir = _find_pg_bindir()
+    if bindir is None:
+        raise ServerUnavailable(
+            "PostgreSQL binaries (initdb, postgres) not found on PATH or in "
+            "/usr/lib/postgresql/*/bin"
+        )
+    _require_module("psycopg")
+    user = _server_user("postgres")
+    root, sock = _make_dirs(base_dir, "postgres", user)
+    data = root / "data"
+    log = root / "server.log"
+    _run_logged(
+        [
+            str(bindir / "initdb"),
+            f"--pgdata={data}",
+            "--auth=trust",
+            "--username=postgres",
+            "--encoding=UTF8",
+            "--locale=C.UTF-8",
+            "--no-sync",
+        ],
+        log,
+        user,
+        root,
+        "initdb",
+    )
+    port = _free_port()
+    server = Server(
+        name="postgres",
+        port=port,
+        url=f"postgresql+psycopg://postgres@127.0.0.1:{port}/postgres",
+        data_dir=data,
+        log_file=log,
+        root_dir=root,
+        socket_dir=sock,
+        _argv=[
+            str(bindir / "postgres"),
+            f"-D{data}",
+            f"-p{port}",
+            f"-k{sock}",
+            *(f"-c{name}={value}" for name, value in _PG_SETTINGS.items()),
+        ],
+        _user=user,
+        _ready=_wait_postgres,
+        _stop_signal=signal.SIGINT,  # "fast" shutdown
+    )
+    _first_start(server)
+    return server
+
+
+_PG_SETTINGS = {
+    "listen_addresses": "127.0.0.1",
+    "fsync": "off",
+    # synchronous_commit stays on: with fsync=off a commit costs only a
+    # write(2), and it makes every committed transaction survive kill().
+    # With it off, commits from the last ~200 ms vanish on kill()/start().
+    "full_page_writes": "off",
+    "max_connections": "200",
+    "shared_buffers": "32MB",
+    "timezone": "UTC",
+    "log_timezone": "UTC",
+}
+
+
+def _find_pg_bindir() -> Path | None:
+    candidates: list[Path] = []
+    found = shutil.which("postgres")
+    if found:
+        candidates.append(Path(os.path.realpath(found)).parent)
+    versioned = glob.glob("/usr/lib/postgresql/*/bin")
+    versioned.sort(key=lambda p: _version_key(p), reverse=True)
+    candidates += [Path(p) for p in versioned]
+    for cand in candidates:
+        if all(os.access(cand / exe, os.X_OK) for exe in ("initdb", "postgres")):
+            return cand
+    return None
+
+
+def _version_key(path: str) -> tuple[int, ...]:
+    return tuple(int(n) for n in re.findall(r"\d+", path))
+
+
+def _wait_postgres(server: Server) -> None:
+    import psycopg
+
+    def attempt() -> None:
+        psycopg.connect(
+            host="127.0.0.1",
+            port=server.port,
+            user="postgres",
+            dbname="postgres",
+            connect_timeout=2,
+        ).close()
+
+    _poll_ready(server, attempt)
+
+
+# ------------------------------------------------------------------ MariaDB
+
+
+def start_mariadb(base_dir: Path) -> Server:
+    """Initialise and start a MariaDB server under ``base_dir``.
+
+    URL: ``mysql+pymysql://root@127.0.0.1:PORT/joblocks_test``; root has no
+    password over TCP. Raises ServerUnavailable if the binaries or pymysql
+    are missing, ServerStartError if it fails to start.
+    """
+    mariadbd = _find_exe("mariadbd", "mysqld")
+    install_db = _find_exe("mariadb-install-db", "mysql_install_db")
+    if mariadbd is None or install_db is None:
+        raise ServerUnavailable(
+            "MariaDB binaries (mariadbd, mariadb-install-db) not found on PATH "
+            "or in /usr/sbin, /usr/bin"
+        )
+    _require_module("pymysql")
+    user = _server_user("mysql")
+    root, sock = _make_dirs(base_dir, "mariadb", user)
+    data = root / "data"
+    log = root / "server.log"
+    # Options shared by the bootstrap (install-db passes them to mariadbd).
+    common = [
+        "--innodb-log-file-size=16M",
+        "--innodb-buffer-pool-size=64M",
+        "--character-set-server=utf8mb4",
+        "--collation-server=utf8mb4_unicode_ci",
+    ]
+    install = [
+        str(install_db),
+        "--no-defaults",
+        f"--datadir={data}",
+        "--auth-root-authentication-method=normal",
+        "--skip-test-db",
+        "--skip-name-resolve",
+        *common,
+    ]
+    _run_logged(install, log, user, root, "mariadb-install-db")
+    port = _free_port()
+    server = Server(
+        name="mariadb",
+        port=port,
+        url=f"mysql+pymysql://root@127.0.0.1:{port}/{MARIADB_DATABASE}",
+        data_dir=data,
+        log_file=log,
+        root_dir=root,
+        socket_dir=sock,
+        _argv=[
+            str(mariadbd),
+            "--no-defaults",  # must come first
+            f"--datadir={data}",
+            f"--port={port}",
+            "--bind-address=127.0.0.1",
+            f"--socket={sock / 'mysqld.sock'}",
+            f"--pid-file={root / 'mariadbd.pid'}",
+            "--skip-name-resolve",
+            "--max-connections=300",
+            # Log written (not flushed) at commit: survives kill(), not an OS crash.
+            "--innodb-flush-log-at-trx-commit=2",
+            "--skip-innodb-doublewrite",
+            "--default-time-zone=+00:00",
+            *common,
+        ],
+        _user=user,
+        _ready=_wait_mariadb,
+        _stop_signal=signal.SIGTERM,
+    )
+    _first_start(server)
+    _setup_mariadb(server)
+    return server
+
+
+def _wait_mariadb(server: Server) -> None:
+    import pymysql  # type: ignore[import-untyped, unused-ignore]
+
+    path = str(server.socket_dir / "mysqld.sock")
+
+    def attempt() -> None:
+        # pymysql leaks its socket (ResourceWarning) when connecting to a unix
+        # socket fails, so probe it with a socket of our own first.
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+            probe.settimeout(2)
+            probe.connect(path)
+        pymysql.connect(
+            unix_socket=path,
+            user="root",
+            connect_timeout=2,
+        ).close()
+
+    _poll_ready(server, attempt)
+
+
+def _setup_mariadb(server: Server) -> None:
+    """Make root@127.0.0.1 password-less with all grants; create the test DB."""
+    import pymysql  # type: ignore[import-untyped, unused-ignore]
+
+    conn = pymysql.connect(unix_socket=str(server.socket_dir / "mysqld.sock"), user="root")
+    try:
+        with conn.cursor() as cur:
+            for stmt in (
+                "CREATE USER IF NOT EXISTS 'root'@'127.0.0.1'",
+                "ALTER USER 'root'@'127.0.0.1' IDENTIFIED BY ''",
+                "GRANT ALL PRIVILEGES ON *.* TO 'root'@'127.0.0.1' WITH GRANT OPTION",
+                f"CREATE DATABASE IF NOT EXISTS `{MARIADB_DATABASE}`",
+            ):
+                cur.execute(stmt)
+        conn.commit()
+    finally:
+        conn.close()
+    # Check the URL's route: TCP, root, no password.
+    pymysql.connect(
+        host="127.0.0.1",
+        port=server.port,
+        user="root",
+        database=MARIADB_DATABASE,
+        connect_timeout=5,
+    ).close()
+
+
+# ------------------------------------------------------------------ helpers
+
+
+def _find_exe(*names: str) -> Path | None:
+    for name in names:
+        found = shutil.which(name)
+        if found:
+            return Path(found)
+        for d in ("/usr/sbin", "/usr/bin", "/usr/local/sbin", "/usr/local/bin"):
+            cand = Path(d) / name
+            if os.access(cand, os.X_OK):
+                return cand
+    return None
+
+
+def _require_module(name: str) -> None:
+    try:
+        __import__(name)
+    except ImportError as exc:
+        raise ServerUnavailable(f"Python driver {name!r} not installed") from exc
+
+
+def _server_user(name: str) -> str | None:
+    """System user to run the server as: ``name`` when root, else None (us)."""
+    if os.geteuid() != 0:
+        return None
+    try:
+        pwd.getpwnam(name)
+    except KeyError as exc:
+        raise ServerUnavailable(f"system user {name!r} does not exist") from exc
+    return name
+
+
+def _as_user(user: str | None) -> dict[str, Any]:
+    if user is None:
+        return {}
+    pw = pwd.getpwnam(user)
+    env = dict(os.environ, HOME=pw.pw_dir, USER=user, LOGNAME=user)
+    return {"user": pw.pw_uid, "group": pw.pw_gid, "extra_groups": [], "env": env}
+
+
+def _make_dirs(base_dir: Path, name: str, user: str | None) -> tuple[Path, Path]:
+    """Create ROOT (for data/ and the log) and a socket dir; return both."""
+    base_dir = Path(base_dir).resolve()
+    base_dir.mkdir(parents=True, exist_ok=True)
+    root = Path(tempfile.mkdtemp(prefix=f"{name}-", dir=base_dir))
+    sock = root / "sock"
+    if len(str(sock)) <= _MAX_SOCKET_DIR_LEN:
+        sock.mkdir()
+    else:
+        sock = Path(tempfile.mkdtemp(prefix=f"jl-{name}-", dir="/tmp"))
+    if user is not None:
+        pw = pwd.getpwnam(user)
+        for d in (root, sock):
+            os.chown(d, pw.pw_uid, pw.pw_gid)
+            d.chmod(0o700)
+            _make_traversable(d.parent)
+    return root, sock
+
+
+def _make_traversable(path: Path) -> None:
+    """Add o+x to path and its ancestors so a server user can reach below.
+
+    Needed for e.g. pytest's /tmp/pytest-of-root (mode 0700).
+    """
+    for d in (path, *path.parents):
+        mode = d.stat().st_mode
+        if mode & 0o001:
+            continue
+        if d.stat().st_uid == os.geteuid():
+            d.chmod((mode & 0o7777) | 0o001)
+
+
+def _run_logged(argv: list[str], log: Path, user: str | None, cwd: Path, what: str) -> None:
+    with log.open("ab") as out:
+        out.write(f"=== {' '.join(argv)}\n".encode())
+        out.flush()
+        rc = subprocess.call(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            cwd=cwd,
+            **_as_user(user),
+        )
+    if rc != 0:
+        tail = "\n".join(log.read_text(errors="replace").splitlines()[-30:])
+        raise ServerStartError(f"{what} failed with exit code {rc}:\n{tail}")
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _port_in_use(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return True
+        return False
+
+
+def _first_start(server: Server) -> None:
+    """Start a new server; if another process grabbed its port, try another."""
+    for attempt in range(3):
+        try:
+            server.start()
+            return
+        except ServerStartError:
+            if attempt == 2 or not _port_in_use(server.port):
+                server.stop()
+                raise
+        new = _free_port()
+        server._argv = [_swap_port(a, server.port, new) for a in server._argv]
+        server.url = server.url.replace(f":{server.port}/", f":{new}/")
+        server.port = new
+
+
+def _swap_port(arg: str, old: int, new: int) -> str:
+    if arg == f"-p{old}":
+        return f"-p{new}"
+    if arg == f"--port={old}":
+        return f"--port={new}"
+    return arg
+
+
+def _poll_ready(server: Server, attempt: Callable[[], None]) -> None:
+    deadline = time.monotonic() + STARTUP_TIMEOUT
+    last: Exception | None = None
+    while time.monotonic() < deadline:
+        proc = server._proc
+        if proc is None or proc.poll() is not None:
+            code = None if proc is None else proc.returncode
+            raise ServerStartError(
+                f"{server.name} exited during startup (code {code}); "
+                f"log {server.log_file}:\n{server.log_tail()}"
+            )
+        try:
+            attempt()
+            return
+        except Exception as exc:  # any failure means: not ready yet
+            last = exc
+        time.sleep(_POLL_INTERVAL)
+    raise ServerStartError(
+        f"{server.name} on port {server.port} not ready after "
+        f"{STARTUP_TIMEOUT:.0f}s (last error: {last!r}); "
+        f"log {server.log_file}:\n{server.log_tail()}"
+    )
+
+
+def _wait_group_gone(pgid: int, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return
+        except PermissionError:
+            pass
+        time.sleep(_POLL_INTERVAL)
