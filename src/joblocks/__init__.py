@@ -11,7 +11,7 @@ The asyncio face is :mod:`joblocks.aio` (same names, coroutines).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any
 
 from . import _config
 from ._errors import LeaseLost, LockBackendError, LockError, LockExistsError, LockNotAcquired
@@ -57,7 +57,7 @@ if TYPE_CHECKING:
     WORKER_ID: str
 
 
-def get_model(name: Optional[str] = None) -> JobLockModel:
+def get_model(name: str | None = None) -> JobLockModel:
     """The model of the default database (see :func:`configure`), or of instance ``name``."""
     model: JobLockModel = _config.get_model(name)
     return model

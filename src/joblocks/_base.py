@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import logging
 import random
-from typing import Any, Optional, Union
+from typing import Any, Union
 
 from sqlalchemy import URL, Engine, MetaData, Table
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from . import _engines, _validate
-from ._schema import JOB_LOCKS_TABLE_NAME, build_table
+from ._schema import build_table
 from ._statements import AcquirePath, Statements, build
 
 log = logging.getLogger("joblocks")
@@ -42,10 +42,10 @@ class ModelCore:
         *,
         asynchronous: bool,
         table_name: str,
-        schema: Optional[str],
+        schema: str | None,
         create_table: bool,
         errors_as_taken: bool,
-        acquire_path: Optional[AcquirePath],
+        acquire_path: AcquirePath | None,
     ) -> None:
         _validate.identifier(table_name, "table_name", _validate.MAX_TABLE_NAME)
         if schema is not None:
@@ -53,17 +53,15 @@ class ModelCore:
         if not isinstance(create_table, bool):
             raise TypeError(f"create_table must be a bool, not {type(create_table).__name__}")
         if not isinstance(errors_as_taken, bool):
-            raise TypeError(
-                f"errors_as_taken must be a bool, not {type(errors_as_taken).__name__}"
-            )
+            raise TypeError(f"errors_as_taken must be a bool, not {type(errors_as_taken).__name__}")
         face = "joblocks.aio.JobLockModel" if asynchronous else "joblocks.JobLockModel"
         if isinstance(database, AsyncEngine) and not asynchronous:
-            raise TypeError(
-                "database is an AsyncEngine: use joblocks.aio.JobLockModel for asyncio"
-            )
+            raise TypeError("database is an AsyncEngine: use joblocks.aio.JobLockModel for asyncio")
         if isinstance(database, Engine) and asynchronous:
-            raise TypeError("database is a sync Engine: use joblocks.JobLockModel, or pass an "
-                            f"AsyncEngine or a URL to {face}")
+            raise TypeError(
+                "database is a sync Engine: use joblocks.JobLockModel, or pass an "
+                f"AsyncEngine or a URL to {face}"
+            )
         if isinstance(database, (Engine, AsyncEngine)):
             _engines.ensure_usable(database)
             engine: Any = database.execution_options(isolation_level="AUTOCOMMIT")
@@ -74,8 +72,9 @@ class ModelCore:
             self.owns_engine = True
         dialect = engine.dialect
         if dialect.name == "sqlite" and schema not in (None, "main"):
-            raise ValueError("schema: SQLite keeps the lock table in the main database; "
-                             f"got {schema!r}")
+            raise ValueError(
+                f"schema: SQLite keeps the lock table in the main database; got {schema!r}"
+            )
         if schema == "main" and dialect.name == "sqlite":
             schema = None
         self.engine = engine
@@ -91,7 +90,7 @@ class ModelCore:
         return self.table.name
 
     @property
-    def schema(self) -> Optional[str]:
+    def schema(self) -> str | None:
         """The lock table's schema (None: the connection's default)."""
         return self.table.schema
 
@@ -101,7 +100,7 @@ class ModelCore:
         return self.statements.path
 
     @property
-    def identity(self) -> tuple[str, Optional[str], str]:
+    def identity(self) -> tuple[str, str | None, str]:
         """Which lock table this model talks to, whatever the driver (sync or asyncio).
 
         The in-process overlap guard of ``run_with_lock`` is keyed by it.

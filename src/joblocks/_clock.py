@@ -1,4 +1,4 @@
-""""Now" as epoch milliseconds, read from the database server's clock.
+""" "Now" as epoch milliseconds, read from the database server's clock.
 
 Every comparison and every written timestamp uses these expressions, so clients with
 skewed clocks still agree on who holds what. Each is stable within one statement.
@@ -35,9 +35,7 @@ def _family(dialect: Dialect) -> str:
     if name in ("mysql", "mariadb"):
         return "mysql"
     if name not in _STATEMENT_NOW:
-        raise ValueError(
-            f"joblocks supports SQLite, PostgreSQL and MySQL/MariaDB, not {name!r}"
-        )
+        raise ValueError(f"joblocks supports SQLite, PostgreSQL and MySQL/MariaDB, not {name!r}")
     return name
 
 

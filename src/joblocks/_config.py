@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Mapping
-from typing import Any, Callable, Generic, Optional, TypeVar
+from typing import Any, Callable, Generic, TypeVar
 
 from sqlalchemy import URL, Engine
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -19,26 +19,32 @@ _SPEC_TYPES = (str, URL, Engine, AsyncEngine)
 class Registry(Generic[M]):
     """Models by instance name, made on first use from the configured databases."""
 
-    def __init__(self, factory: Callable[..., M], fallback: Optional[Registry[Any]] = None):
+    def __init__(
+        self,
+        factory: Callable[..., M],
+        dispose: Callable[[M], None],
+        fallback: Registry[Any] | None = None,
+    ) -> None:
         self._factory = factory
+        self._dispose = dispose
         self._fallback = fallback
         self._lock = threading.Lock()
-        self._specs: Optional[dict[Optional[str], Database]] = None
+        self._specs: dict[str | None, Database] | None = None
         self._options: dict[str, Any] = {}
-        self._models: dict[Optional[str], M] = {}
+        self._models: dict[str | None, M] = {}
 
     def configure(
         self,
         default: Database = None,
-        instances: Optional[Mapping[str, Database]] = None,
-        options: Optional[dict[str, Any]] = None,
+        instances: Mapping[str, Database] | None = None,
+        options: dict[str, Any] | None = None,
     ) -> None:
         if default is not None and not isinstance(default, _SPEC_TYPES):
             raise TypeError(
                 "default must be a URL string, a sqlalchemy URL, an Engine or None, "
                 f"not {type(default).__name__}"
             )
-        specs: dict[Optional[str], Database] = {None: default}
+        specs: dict[str | None, Database] = {None: default}
         for name, spec in (instances or {}).items():
             if not isinstance(name, str) or not name:
                 raise ValueError(f"instances: names must be non-empty str, got {name!r}")
@@ -52,17 +58,19 @@ class Registry(Generic[M]):
             old = self._models
             self._specs, self._options, self._models = specs, dict(options or {}), {}
         for model in old.values():
-            model.dispose()  # type: ignore[attr-defined]
+            self._dispose(model)
 
-    def url_specs(self) -> Optional[tuple[dict[Optional[str], Database], dict[str, Any]]]:
+    def url_specs(self) -> tuple[dict[str | None, Database], dict[str, Any]] | None:
         """The configured URLs (not engines), for the other face to fall back on."""
         with self._lock:
             if self._specs is None:
                 return None
-            urls = {k: v for k, v in self._specs.items() if not isinstance(v, (Engine, AsyncEngine))}
+            urls: dict[str | None, Database] = {
+                k: v for k, v in self._specs.items() if not isinstance(v, (Engine, AsyncEngine))
+            }
             return urls, dict(self._options)
 
-    def get(self, name: Optional[str] = None) -> M:
+    def get(self, name: str | None = None) -> M:
         if name is not None and (not isinstance(name, str) or not name):
             raise ValueError(f"name must be a non-empty str or None, got {name!r}")
         with self._lock:
@@ -109,13 +117,13 @@ def _make_sync(database: Database, **options: Any) -> Any:
     return JobLockModel(database, **options)
 
 
-sync_registry: Registry[Any] = Registry(_make_sync)
+sync_registry: Registry[Any] = Registry(_make_sync, lambda model: model.dispose())
 
 
 def configure(
     default: Database = None,
     *,
-    instances: Optional[Mapping[str, Database]] = None,
+    instances: Mapping[str, Database] | None = None,
     **options: Any,
 ) -> None:
     """Say where the locks live.
@@ -130,6 +138,6 @@ def configure(
     sync_registry.configure(default, instances, check_options(options))
 
 
-def get_model(name: Optional[str] = None) -> Any:
+def get_model(name: str | None = None) -> Any:
     """The model of the default database, or of the instance ``name``."""
     return sync_registry.get(name)

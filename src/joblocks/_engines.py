@@ -75,7 +75,7 @@ def default_sqlite_path() -> Path:
     return base / "joblocks" / "locks.db"
 
 
-def mask(url: Union[str, URL]) -> str:
+def mask(url: str | URL) -> str:
     """The URL as text with its password replaced by ``***``."""
     try:
         return make_url(url).render_as_string(hide_password=True)
@@ -83,7 +83,7 @@ def mask(url: Union[str, URL]) -> str:
         return "<unparseable database URL>"
 
 
-def resolve(database: Union[str, URL, None]) -> tuple[URL, str]:
+def resolve(database: str | URL | None) -> tuple[URL, str]:
     """The URL to use and where it came from: ``argument``, ``JOBLOCKS_URL`` or ``default``."""
     if database is not None:
         return _parse(database), "argument"
@@ -94,7 +94,7 @@ def resolve(database: Union[str, URL, None]) -> tuple[URL, str]:
     return URL.create("sqlite+pysqlite", database=str(path)), "default"
 
 
-def _parse(database: Union[str, URL]) -> URL:
+def _parse(database: str | URL) -> URL:
     if isinstance(database, URL):
         return database
     if not isinstance(database, str):
@@ -115,7 +115,7 @@ def _with_driver(url: URL, asynchronous: bool) -> URL:
 
 def check_sqlite_url(url: URL) -> None:
     """Refuse in-memory SQLite: each connection would be a database of its own."""
-    if not url.get_backend_name() == "sqlite":
+    if url.get_backend_name() != "sqlite":
         return
     database = url.database or ""
     if database in ("", ":memory:") or url.query.get("mode") == "memory":
@@ -125,7 +125,7 @@ def check_sqlite_url(url: URL) -> None:
         )
 
 
-def create(url: URL, *, asynchronous: bool) -> Union[Engine, AsyncEngine]:
+def create(url: URL, *, asynchronous: bool) -> Engine | AsyncEngine:
     """Make an engine tuned for lock operations (see the module docstring)."""
     url = _with_driver(url, asynchronous)
     check_sqlite_url(url)
@@ -151,7 +151,7 @@ def create(url: URL, *, asynchronous: bool) -> Union[Engine, AsyncEngine]:
             del connect_args[name]
     kwargs["connect_args"] = connect_args
     with translate("create engine", mask(url)):
-        engine: Union[Engine, AsyncEngine] = (
+        engine: Engine | AsyncEngine = (
             create_async_engine(url, **kwargs) if asynchronous else create_engine(url, **kwargs)
         )
     sync_engine = engine.sync_engine if isinstance(engine, AsyncEngine) else engine
@@ -198,17 +198,17 @@ def _reset_after_fork() -> None:
 _identity.on_fork(_reset_after_fork)
 
 
-def describe(engine: Union[Engine, AsyncEngine]) -> str:
+def describe(engine: Engine | AsyncEngine) -> str:
     """The engine's URL with the password masked."""
     return engine.url.render_as_string(hide_password=True)
 
 
-def ensure_usable(engine: Union[Engine, AsyncEngine]) -> None:
+def ensure_usable(engine: Engine | AsyncEngine) -> None:
     """Refuse engines whose database joblocks cannot use safely."""
     check_sqlite_url(engine.url)
 
 
-def owned(engine: Union[Engine, AsyncEngine, None]) -> bool:
+def owned(engine: Engine | AsyncEngine | None) -> bool:
     """Whether joblocks made this engine (and so may dispose of it)."""
     if engine is None:
         return False

@@ -7,7 +7,7 @@ import contextlib
 import threading
 import time
 from collections.abc import Iterator
-from typing import Any, Callable, Optional, TypeVar
+from typing import Any, Callable, TypeVar
 
 from sqlalchemy import Connection
 from sqlalchemy import exc as sa_exc
@@ -53,10 +53,10 @@ class JobLockModel(ModelCore):
         database: Database = None,
         *,
         table_name: str = JOB_LOCKS_TABLE_NAME,
-        schema: Optional[str] = None,
+        schema: str | None = None,
         create_table: bool = True,
         errors_as_taken: bool = False,
-        acquire_path: Optional[AcquirePath] = None,
+        acquire_path: AcquirePath | None = None,
     ) -> None:
         self._setup(
             database,
@@ -76,18 +76,18 @@ class JobLockModel(ModelCore):
     @contextlib.contextmanager
     def _connection(self) -> Iterator[Connection]:
         if not self._hold:
-            with self.engine.connect() as conn:
-                yield conn
+            with self.engine.connect() as fresh:
+                yield fresh
             return
         local = self._local
-        conn: Optional[Connection] = getattr(local, "conn", None)
+        conn: Connection | None = getattr(local, "conn", None)
         if conn is not None and (local.generation != _generation or conn.invalidated):
             if local.generation != _generation:
                 _abandoned.append(conn)
             conn = None
         if conn is None:
-            conn = self.engine.connect()
-            local.conn, local.generation = conn, _generation
+            conn = local.conn = self.engine.connect()
+            local.generation = _generation
         try:
             yield conn
         except BaseException:
@@ -104,7 +104,7 @@ class JobLockModel(ModelCore):
                 try:
                     with self._connection() as conn:
                         return fn(conn, self.statements, *args)
-                except sa_exc.DBAPIError as exc:
+                except sa_exc.DBAPIError as exc:  # noqa: PERF203 - retry loop
                     if attempt >= TRANSIENT_ATTEMPTS or not _ops.is_transient(
                         exc, self.statements.family
                     ):
@@ -149,7 +149,7 @@ class JobLockModel(ModelCore):
         """
         return self.acquire_token(lock_key, ttl, holder) is not None
 
-    def acquire_token(self, lock_key: str, ttl: _validate.Duration, holder: str) -> Optional[int]:
+    def acquire_token(self, lock_key: str, ttl: _validate.Duration, holder: str) -> int | None:
         """Like :meth:`acquire`, returning the grant's fencing token (None when taken)."""
         key = _validate.lock_key(lock_key)
         ttl_ms = _validate.duration_ms(ttl, "ttl")
@@ -178,14 +178,14 @@ class JobLockModel(ModelCore):
         who = _validate.holder(holder)
         return self._call("refresh", _ops.refresh, key, who, ttl_ms)
 
-    def peek(self, lock_key: str) -> Optional[JobLock]:
+    def peek(self, lock_key: str) -> JobLock | None:
         """The row of ``lock_key`` whatever its state (held or expired), or None."""
         key = _validate.lock_key(lock_key)
         return self._call("peek", _ops.peek, key)
 
     # -- the plain model surface ------------------------------------------------
 
-    def get(self, lock_key: str) -> Optional[JobLock]:
+    def get(self, lock_key: str) -> JobLock | None:
         """The row of ``lock_key``, or None (same as :meth:`peek`)."""
         return self.peek(lock_key)
 
@@ -213,8 +213,8 @@ class JobLockModel(ModelCore):
         self,
         lock_key: str,
         *,
-        holder: Optional[str] = None,
-        ttl: Optional[_validate.Duration] = None,
+        holder: str | None = None,
+        ttl: _validate.Duration | None = None,
     ) -> bool:
         """Change the holder and/or set expiry to now + ``ttl``, whoever holds the row.
 

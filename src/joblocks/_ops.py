@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Mapping
-from typing import Any, Literal, Optional
+from typing import Any, Literal
 
 from sqlalchemy import Connection
 from sqlalchemy import exc as sa_exc
@@ -27,7 +27,7 @@ class _Result:
 
     __slots__ = ("lastrowid", "rowcount", "rows")
 
-    def __init__(self, rows: list[Any], rowcount: int, lastrowid: Optional[int]) -> None:
+    def __init__(self, rows: list[Any], rowcount: int, lastrowid: int | None) -> None:
         self.rows = rows
         self.rowcount = rowcount
         self.lastrowid = lastrowid
@@ -51,7 +51,7 @@ def execute(conn: Connection, stmt: Prepared, values: Mapping[str, Any]) -> _Res
     try:
         cursor.execute(stmt.sql, params)
         rows = cursor.fetchall() if cursor.description else []
-        return _Result(rows, cursor.rowcount, cursor.lastrowid)
+        return _Result(list(rows), cursor.rowcount, getattr(cursor, "lastrowid", None))
     except Exception as exc:
         dialect = conn.dialect
         if not isinstance(exc, dialect.loaded_dbapi.Error):
@@ -74,7 +74,7 @@ def execute(conn: Connection, stmt: Prepared, values: Mapping[str, Any]) -> _Res
 
 def _run_step(
     conn: Connection, step: AcquireStep, key: str, holder: str, ttl_ms: int
-) -> Optional[int]:
+) -> int | None:
     try:
         result = execute(conn, step.stmt, {"key": key, "holder": holder, "ttl": ttl_ms})
     except sa_exc.IntegrityError:
@@ -90,9 +90,7 @@ def _run_step(
     return fence if fence > 0 else None
 
 
-def acquire(
-    conn: Connection, st: Statements, key: str, holder: str, ttl_ms: int
-) -> Optional[int]:
+def acquire(conn: Connection, st: Statements, key: str, holder: str, ttl_ms: int) -> int | None:
     """Take or re-take ``key`` for ``holder``; the fencing token, or None when held elsewhere."""
     for step in st.acquire:
         fence = _run_step(conn, step, key, holder, ttl_ms)
@@ -112,7 +110,7 @@ def refresh(conn: Connection, st: Statements, key: str, holder: str, ttl_ms: int
     return execute(conn, st.refresh, values).rowcount > 0
 
 
-def peek(conn: Connection, st: Statements, key: str) -> Optional[JobLock]:
+def peek(conn: Connection, st: Statements, key: str) -> JobLock | None:
     """The row of ``key`` in whatever state, or None."""
     rows = execute(conn, st.peek, {"key": key}).rows
     return JobLock.from_row(rows[0]) if rows else None
@@ -130,9 +128,7 @@ def count(conn: Connection, st: Statements, state: State = "all") -> int:
     return int(execute(conn, stmt, {}).scalar())
 
 
-def insert(
-    conn: Connection, st: Statements, key: str, holder: str, ttl_ms: int
-) -> Optional[JobLock]:
+def insert(conn: Connection, st: Statements, key: str, holder: str, ttl_ms: int) -> JobLock | None:
     """Insert a fresh row (new token); None when a row with that key exists."""
     if _run_step(conn, st.insert, key, holder, ttl_ms) is None:
         return None
@@ -143,8 +139,8 @@ def update(
     conn: Connection,
     st: Statements,
     key: str,
-    holder: Optional[str],
-    ttl_ms: Optional[int],
+    holder: str | None,
+    ttl_ms: int | None,
 ) -> bool:
     """Set the holder (a new holder gets a new token) and/or expiry, whoever holds it."""
     found = False
@@ -173,6 +169,6 @@ def is_transient(exc: BaseException, family: str) -> bool:
     if family == "postgresql":
         return getattr(orig, "sqlstate", None) in ("40001", "40P01")
     if family == "mysql":
-        args = getattr(orig, "args", ())
+        args: tuple[Any, ...] = tuple(getattr(orig, "args", ()))
         return bool(args) and args[0] in (1213, 1020)  # deadlock; record changed
     return False

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import inspect
 import time
-from typing import Any, Callable, Optional
+from typing import Any, Callable
 
 from . import _guard, _identity, _validate
 from ._base import log
@@ -17,8 +17,7 @@ def check_work(work: object, *, asynchronous: bool) -> None:
     if not callable(work):
         raise TypeError(f"work must be callable, not {type(work).__name__}")
     is_async = inspect.iscoroutinefunction(work) or (
-        not inspect.isroutine(work)
-        and inspect.iscoroutinefunction(getattr(type(work), "__call__", None))
+        not inspect.isroutine(work) and inspect.iscoroutinefunction(type(work).__call__)
     )
     if is_async and not asynchronous:
         raise TypeError(
@@ -46,7 +45,9 @@ def after_release(key: str, released: bool, started: float, ttl_ms: int) -> None
         log.warning("joblocks: %r was no longer held by this worker at release", key)
 
 
-def release_quietly(model: JobLockModel, key: str, holder: str, started: float, ttl_ms: int) -> None:
+def release_quietly(
+    model: JobLockModel, key: str, holder: str, started: float, ttl_ms: int
+) -> None:
     """Release after the work, never raising (the lease expires on its own anyway)."""
     try:
         released = model.release(key, holder)
@@ -61,7 +62,7 @@ def run_with_lock(
     ttl: _validate.Duration,
     work: Callable[[], Any],
     *,
-    model: Optional[JobLockModel] = None,
+    model: JobLockModel | None = None,
 ) -> bool:
     """Run ``work()`` only if ``lock_key`` can be taken for this worker; release after.
 

@@ -10,7 +10,7 @@ triggers advance whenever a grant writes a larger token.
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 from sqlalchemy import (
     DDL,
@@ -44,13 +44,18 @@ class ExactText(TypeDecorator[str]):
     impl = String
     cache_ok = True
 
+    def __init__(self, length: int) -> None:
+        super().__init__(length)
+        self.length = length
+
     def load_dialect_impl(self, dialect: Dialect) -> TypeEngine[Any]:
         if dialect.name in ("mysql", "mariadb"):
-            return dialect.type_descriptor(VARBINARY(self.impl_instance.length))
-        return dialect.type_descriptor(String(self.impl_instance.length))
+            return dialect.type_descriptor(VARBINARY(self.length))
+        return dialect.type_descriptor(String(self.length))
 
-    def process_result_value(self, value: Any, dialect: Dialect) -> Optional[str]:
-        return decode_text(value)
+    def process_result_value(self, value: Any, dialect: Dialect) -> str | None:
+        text: str | None = decode_text(value)
+        return text
 
 
 def decode_text(value: Any) -> Any:
@@ -69,7 +74,7 @@ def fence_counter_name(table_name: str) -> str:
 
 
 def build_table(
-    metadata: MetaData, table_name: str = JOB_LOCKS_TABLE_NAME, schema: Optional[str] = None
+    metadata: MetaData, table_name: str = JOB_LOCKS_TABLE_NAME, schema: str | None = None
 ) -> Table:
     """Add the lock table (and its fencing counter) to ``metadata`` and return the table.
 
@@ -97,11 +102,12 @@ def build_table(
     table.info["joblocks_sequence"] = sequence
     counter = fence_counter_name(table_name)
     for statement in sqlite_counter_ddl(table_name, counter):
-        event.listen(table, "after_create", DDL(statement).execute_if(dialect="sqlite"))
+        ddl = DDL(statement)  # type: ignore[no-untyped-call]
+        event.listen(table, "after_create", ddl.execute_if(dialect="sqlite"))
     event.listen(
         table,
         "after_drop",
-        DDL(f'DROP TABLE IF EXISTS "{counter}"').execute_if(dialect="sqlite"),
+        DDL(f'DROP TABLE IF EXISTS "{counter}"').execute_if(dialect="sqlite"),  # type: ignore[no-untyped-call]
     )
     return table
 

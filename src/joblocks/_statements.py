@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, Optional, Union
+from typing import Any, Literal, Union
 
 from sqlalchemy import Dialect, Table, text
 
@@ -47,7 +47,7 @@ class Prepared:
     """One statement in the driver's SQL and parameter style."""
 
     sql: str
-    order: Optional[tuple[str, ...]]  # positional drivers: parameter names in order
+    order: tuple[str, ...] | None  # positional drivers: parameter names in order
 
     def params(self, values: Mapping[str, Any]) -> Params:
         if self.order is None:
@@ -92,7 +92,7 @@ class Statements:
 
 def _prepare(dialect: Dialect, sql: str) -> Prepared:
     compiled = text(sql).compile(dialect=dialect)
-    order: Optional[Sequence[str]] = compiled.positiontup
+    order: Sequence[str] | None = compiled.positiontup
     return Prepared(compiled.string, tuple(order) if compiled.positional and order else None)
 
 
@@ -107,7 +107,7 @@ def paths_for(dialect: Dialect) -> tuple[AcquirePath, ...]:
     return ACQUIRE_PATHS
 
 
-def build(dialect: Dialect, table: Table, path: Optional[AcquirePath] = None) -> Statements:
+def build(dialect: Dialect, table: Table, path: AcquirePath | None = None) -> Statements:
     """Prepare every statement of a model for ``dialect`` and ``table``."""
     family = family_of(dialect)
     chosen: AcquirePath = path or DEFAULT_PATH[family]
@@ -136,6 +136,7 @@ def build(dialect: Dialect, table: Table, path: Optional[AcquirePath] = None) ->
     values = f"VALUES (:key, :holder, {now}, {now} + :ttl, {{fence}})"
     ours_or_expired = f"(expires_at <= {now} OR holder = :holder)"
 
+    acquire: tuple[AcquireStep, ...]
     if family == "mysql":
         # MySQL evaluates SET assignments left to right, each seeing the ones before:
         # fence first (reads the old holder), holder before expires_at, so that one

@@ -1,0 +1,198 @@
+"""Test matrix: database (SQLite, PostgreSQL, MariaDB) × face (sync, asyncio) × acquire path.
+
+PostgreSQL and MariaDB run as throwaway servers started here (``tests/_servers.py``).
+When one cannot be started the tests that need it skip, except in CI (``CI=true``),
+where they fail.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import os
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import joblocks
+import joblocks.aio
+
+from ._servers import Server, ServerUnavailable, start_mariadb, start_postgres
+
+IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+BACKENDS = ("sqlite", "postgresql", "mariadb")
+PATHS = {
+    "sqlite": ("upsert", "update_insert", "portable"),
+    "postgresql": ("upsert", "update_insert", "portable"),
+    "mariadb": ("upsert", "portable"),
+}
+
+
+def _server_or_skip(
+    request: pytest.FixtureRequest, name: str, start: Callable[..., Server]
+) -> Server:
+    base = request.config._joblocks_servers  # type: ignore[attr-defined]
+    if name in base:
+        server = base[name]
+        if isinstance(server, str):
+            _unavailable(server)
+        return server
+    tmp = request.getfixturevalue("tmp_path_factory").mktemp(name)
+    try:
+        server = start(tmp)
+    except ServerUnavailable as exc:
+        base[name] = f"{name} unavailable: {exc}"
+        _unavailable(base[name])
+    base[name] = server
+    request.config.add_cleanup(server.stop)
+    return server
+
+
+def _unavailable(reason: str) -> None:
+    if IN_CI:
+        pytest.fail(f"{reason} (CI=true: server tests must run)")
+    pytest.skip(reason)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config._joblocks_servers = {}  # type: ignore[attr-defined]
+
+
+@pytest.fixture(scope="session")
+def pg_server(request: pytest.FixtureRequest) -> Server:
+    return _server_or_skip(request, "postgresql", start_postgres)
+
+
+@pytest.fixture(scope="session")
+def mariadb_server(request: pytest.FixtureRequest) -> Server:
+    return _server_or_skip(request, "mariadb", start_mariadb)
+
+
+def url_for(request: pytest.FixtureRequest, backend: str, tmp_path: Path) -> str:
+    if backend == "sqlite":
+        return f"sqlite:///{tmp_path / 'locks.db'}"
+    fixture = "pg_server" if backend == "postgresql" else "mariadb_server"
+    server: Server = request.getfixturevalue(fixture)
+    return server.url
+
+
+@pytest.fixture
+def db_url(request: pytest.FixtureRequest, backend: str, tmp_path: Path) -> str:
+    """A database URL for ``backend`` (a fresh SQLite file, or the shared server)."""
+    return url_for(request, backend, tmp_path)
+
+
+@pytest.fixture
+def table_name() -> str:
+    """A table of its own for every test, so tests never see each other's rows."""
+    return f"t_{uuid.uuid4().hex[:12]}"
+
+
+class SyncFace:
+    """The sync model as the tests drive it."""
+
+    face = "sync"
+
+    def __init__(self, model: joblocks.JobLockModel) -> None:
+        self.model = model
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.model, name)
+
+    def run_with_lock(self, key: str, ttl: Any, work: Callable[[], Any]) -> bool:
+        return joblocks.run_with_lock(key, ttl, work, model=self.model)
+
+    def close(self) -> None:
+        if not self.model._hold:
+            assert self.model.engine.pool.checkedout() == 0, "a pooled connection leaked"
+        self.model.dispose()
+
+
+class AioFace:
+    """The asyncio model, each coroutine run to completion on the test's own loop."""
+
+    face = "aio"
+
+    def __init__(self, model: joblocks.aio.JobLockModel, loop: asyncio.AbstractEventLoop):
+        self.model = model
+        self.loop = loop
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self.model, name)
+        if not inspect.iscoroutinefunction(attr):
+            return attr
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            return self._run(attr(*args, **kwargs))
+
+        return call
+
+    def _run(self, coro: Any) -> Any:
+        if self.loop.is_running():
+            # Called from work() running in a worker thread while the loop runs.
+            return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
+        return self.loop.run_until_complete(coro)
+
+    def run_with_lock(self, key: str, ttl: Any, work: Callable[[], Any]) -> bool:
+        async def awork() -> None:
+            # In a thread, so that work() may drive this face again (peek, nesting).
+            await asyncio.get_running_loop().run_in_executor(None, work)
+
+        return bool(self._run(joblocks.aio.run_with_lock(key, ttl, awork, model=self.model)))
+
+    def close(self) -> None:
+        assert self.model.engine.sync_engine.pool.checkedout() == 0, "a pooled connection leaked"
+        self.loop.run_until_complete(self.model.dispose())
+
+
+@pytest.fixture(params=("sync", "aio"))
+def face(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture
+def make_model(face: str, db_url: str, table_name: str) -> Iterator[Callable[..., Any]]:
+    """Build models of the test's face on the test's database and table; closed after."""
+    made: list[Any] = []
+    loop = asyncio.new_event_loop() if face == "aio" else None
+
+    def make(**options: Any) -> Any:
+        options.setdefault("table_name", table_name)
+        url = options.pop("url", db_url)
+        if loop is None:
+            wrapped: Any = SyncFace(joblocks.JobLockModel(url, **options))
+        else:
+            wrapped = AioFace(joblocks.aio.JobLockModel(url, **options), loop)
+        made.append(wrapped)
+        return wrapped
+
+    yield make
+    try:
+        for wrapped in made:
+            wrapped.close()
+    finally:
+        if loop is not None:
+            loop.close()
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    # Tests that take ``acquire_path`` run for every (database, path) pair that exists.
+    if "acquire_path" in metafunc.fixturenames:
+        pairs = [(b, p) for b in BACKENDS for p in PATHS[b]]
+        metafunc.parametrize(("backend", "acquire_path"), pairs, ids=[f"{b}-{p}" for b, p in pairs])
+    elif "backend" in metafunc.fixturenames:
+        metafunc.parametrize("backend", BACKENDS)
+
+
+@pytest.fixture
+def model(make_model: Callable[..., Any], acquire_path: str) -> Any:
+    """The model under test: every database × face × acquire path."""
+    return make_model(acquire_path=acquire_path)
+
+
+@pytest.fixture
+def key() -> str:
+    return f"job-{uuid.uuid4().hex[:8]}"
