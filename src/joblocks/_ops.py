@@ -58,6 +58,9 @@ def execute(conn: Connection, stmt: Prepared, values: Mapping[str, Any]) -> _Res
             raise
         lost = dialect.is_disconnect(exc, dbapi_connection, cursor)
         if lost:
+            # As SQLAlchemy does: every connection of the pool made before now is
+            # suspect (the server went away), so all are replaced on their next use.
+            conn.engine.pool._invalidate(conn.connection, exc, _checkin=False)
             conn.invalidate(exc)
         raise sa_exc.DBAPIError.instance(
             stmt.sql,
@@ -67,6 +70,11 @@ def execute(conn: Connection, stmt: Prepared, values: Mapping[str, Any]) -> _Res
             dialect=dialect,
             connection_invalidated=lost,
         ) from exc
+    except BaseException:
+        # Interrupted mid-statement (KeyboardInterrupt, cancellation): the connection's
+        # protocol state is unknown, so it is never used again.
+        conn.invalidate()
+        raise
     finally:
         with contextlib.suppress(Exception):
             cursor.close()
