@@ -150,7 +150,7 @@ def test_worker_id_is_a_uuid_shared_by_the_process() -> None:
     import uuid
 
     assert uuid.UUID(joblocks.WORKER_ID)
-    assert joblocks.WORKER_ID == joblocks.worker_id()
+    assert joblocks.worker_id() == joblocks.WORKER_ID
 
 
 def test_two_processes_have_different_worker_ids() -> None:

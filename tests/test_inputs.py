@@ -122,7 +122,7 @@ def test_sync_work_is_refused_by_the_asyncio_face() -> None:
 
 def test_model_of_the_wrong_face_is_refused(tmp_path: Path) -> None:
     async_model = joblocks.aio.JobLockModel(f"sqlite:///{tmp_path / 'a.db'}")
-    with pytest.raises(TypeError, match="model must be a joblocks.JobLockModel"):
+    with pytest.raises(TypeError, match=r"model must be a joblocks\.JobLockModel"):
         joblocks.run_with_lock("job", 1000, lambda: None, model=async_model)  # type: ignore[arg-type]
     asyncio.run(async_model.dispose())
 
