@@ -83,14 +83,22 @@ def race_plain_acquire(
     return {"pid": os.getpid(), "holder": holder, "won": won}
 
 
-def hammer(url: str, table_name: str, key: str, ttl_ms: int, seconds: float) -> dict[str, Any]:
+def hammer(
+    url: str,
+    table_name: str,
+    key: str,
+    ttl_ms: int,
+    seconds: float,
+    acquire_path: str | None = None,
+) -> dict[str, Any]:
     """Call ``run_with_lock`` on ``key`` in a tight loop for ``seconds``.
 
     The work records when it ran (``time.monotonic_ns``: CLOCK_MONOTONIC is one clock
     for the whole machine, comparable across processes, and never stepped like the
-    wall clock) and the row it ran under, then sleeps 0–2 ms.
+    wall clock) and the row it ran under, then sleeps 0–2 ms. ``acquire_path`` None
+    is the database's default path.
     """
-    model = _model(url, table_name, None)
+    model = _model(url, table_name, acquire_path)
     holder = joblocks.worker_id()
     intervals: list[tuple[int, int, int, str]] = []
     attempts = wins = 0

@@ -1,4 +1,4 @@
-"""KeyboardInterrupt, SystemExit and cancellation inside work: release runs, the exception propagates."""
+"""KeyboardInterrupt, SystemExit and cancellation in work: release runs, the error propagates."""
 
 from __future__ import annotations
 
