@@ -30,6 +30,7 @@ import argparse
 import asyncio
 import collections
 import contextlib
+import importlib.metadata
 import json
 import logging
 import multiprocessing
@@ -53,10 +54,10 @@ if str(ROOT) not in sys.path:
 
 import sqlalchemy  # noqa: E402
 from sqlalchemy import make_url  # noqa: E402
+from tests._servers import Server, start_mariadb, start_postgres  # noqa: E402
 
 import joblocks  # noqa: E402
 import joblocks.aio  # noqa: E402
-from tests._servers import Server, start_mariadb, start_postgres  # noqa: E402
 
 DATABASES = ("sqlite", "postgresql", "mariadb")
 PATHS: dict[str, tuple[str, ...]] = {
@@ -201,22 +202,21 @@ def bench_aio_pairs(url: str, path: str, seconds: float, warmup: float) -> Stats
 # ------------------------------------------------------------ raw baseline
 
 
-def _upsert_sql(url: str) -> tuple[str, str, str, Any]:
-    """A fresh table made by joblocks and the SQL + params of its upsert path."""
-    table = fresh_table()
-    model = joblocks.JobLockModel(url, table_name=table, acquire_path="upsert")
+def _upsert_statements(url: str) -> tuple[Any, Any]:
+    """Make a fresh table with joblocks; its upsert acquire and release statements."""
+    model = joblocks.JobLockModel(url, table_name=fresh_table(), acquire_path="upsert")
     try:
         model.create_table()
-        st = model.statements
-        (step,) = st.acquire
-        return table, step.stmt.sql, st.release.sql, (step.stmt, st.release)
+        (step,) = model.statements.acquire
+        return step.stmt, model.statements.release
     finally:
         model.dispose()
 
 
 def bench_raw(db: str, url: str, seconds: float, warmup: float) -> Stats:
     """The one-key pair with the upsert path's SQL, sent straight through the driver."""
-    _table, acquire_sql, release_sql, (acq, rel) = _upsert_sql(url)
+    acq, rel = _upsert_statements(url)
+    acquire_sql, release_sql = acq.sql, rel.sql
     holder = holder_name("raw")
     acquire_params = acq.params({"key": KEY, "holder": holder, "ttl": TTL_MS})
     release_params = rel.params({"key": KEY, "holder": holder})
@@ -301,6 +301,7 @@ def _worker_main(
     log.addHandler(retries)
     log.setLevel(logging.DEBUG)
     log.propagate = False
+    results.put(("started", index, None))
     while True:
         job = jobs.get()
         if job is None:
@@ -388,6 +389,9 @@ class WorkerPool:
         ]
         for proc in self.procs:
             proc.start()
+        # Wait until every worker has imported everything: spawning 8 interpreters
+        # takes seconds of CPU that must not overlap the first measurements.
+        self._collect(set(range(size)), READY_TIMEOUT_S)
 
     def _collect(self, expected: set[int], timeout: float) -> dict[int, tuple[str, Any]]:
         got: dict[int, tuple[str, Any]] = {}
@@ -469,7 +473,8 @@ def server_version(db: str, url: str) -> str:
     engine = sqlalchemy.create_engine(url)
     try:
         with engine.connect() as conn:
-            return str(conn.exec_driver_sql("SELECT version()").scalar())
+            # "PostgreSQL 15.4 (Debian ...) on x86_64-pc-linux-gnu, ..." → up to " on "
+            return str(conn.exec_driver_sql("SELECT version()").scalar()).split(" on ")[0]
     finally:
         engine.dispose()
 
@@ -540,6 +545,7 @@ def render(db: str, res: dict[str, Any], seconds: float) -> str:
     paths: dict[str, dict[str, Stats]] = res["paths"]
     raw: Stats = res["raw"]
     us = "{:,.1f}"
+    refused_fields = (("per_s", "{:,.0f}"), ("p50_us", us), ("p99_us", us))
     parts = [f"\n=== {db} ({res['server']})"]
 
     rows = []
@@ -574,8 +580,7 @@ def render(db: str, res: dict[str, Any], seconds: float) -> str:
     parts.append(_table(["path", "face", "keys", "pairs/s", "p50 us", "p99 us"], rows))
 
     rows = [
-        [path, _num(m["refused"], "per_s"), _num(m["refused"], "p50_us", us)]
-        + [_num(m["refused"], "p99_us", us)]
+        [path, *(_num(m["refused"], f, fmt) for f, fmt in refused_fields)]
         for path, m in paths.items()
     ]
     parts.append("\n  Refused acquire (key held by another holder; latency per acquire)")
@@ -599,8 +604,10 @@ def render(db: str, res: dict[str, Any], seconds: float) -> str:
         )
         for kind, count in c.get("error_kinds", {}).items():
             notes.append(f"    {path}: {count} × {kind}")
-        for failure in c.get("worker_failures", []):
-            notes.append(f"    {path}: worker failed: {failure.strip().splitlines()[-1]}")
+        notes.extend(
+            f"    {path}: worker failed: {failure.strip().splitlines()[-1]}"
+            for failure in c.get("worker_failures", [])
+        )
     parts.append(
         f"\n  Contention: {WORKERS} processes, one key, acquire → release for {seconds:g} s"
     )
@@ -685,9 +692,9 @@ def _versions() -> dict[str, str]:
         "sqlalchemy": sqlalchemy.__version__,
         "sqlite": sqlite3.sqlite_version,
     }
-    for module in ("psycopg", "pymysql", "aiomysql", "aiosqlite"):
+    for dist in ("psycopg", "PyMySQL", "aiomysql", "aiosqlite"):
         with contextlib.suppress(Exception):
-            out[module] = str(__import__(module).__version__)
+            out[dist.lower()] = importlib.metadata.version(dist)
     return out
 
 
@@ -755,14 +762,13 @@ def main(argv: list[str] | None = None) -> int:
             pool = WorkerPool(WORKERS)
             for db in args.databases:
                 results[db] = bench_database(db, urls[db], pool, seconds, warmup)
+                print(render(db, results[db], seconds), flush=True)
         finally:
             if pool is not None:
                 pool.close()
             for server in servers:
                 with contextlib.suppress(Exception):
                     server.stop()
-    for db, res in results.items():
-        print(render(db, res, seconds))
     print(render_summary(results))
     meta["wall_seconds"] = round(time.monotonic() - began, 1)
     print(f"\n(total {meta['wall_seconds']:g} s)")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from sqlalchemy import Connection
 from sqlalchemy import exc as sa_exc
@@ -20,6 +20,14 @@ from ._records import JobLock
 from ._statements import AcquireStep, Prepared, Statements
 
 State = Literal["all", "live", "expired"]
+
+
+class Grant(NamedTuple):
+    """A successful acquire: the token, and the row's times when the statement returned them."""
+
+    fence: int
+    acquired_ms: int | None
+    expires_ms: int | None
 
 
 class _Result:
@@ -82,7 +90,8 @@ def execute(conn: Connection, stmt: Prepared, values: Mapping[str, Any]) -> _Res
 
 def _run_step(
     conn: Connection, step: AcquireStep, key: str, holder: str, ttl_ms: int
-) -> int | None:
+) -> tuple[int, ...] | None:
+    """Run one step; its returned row (``returning``) or ``(LAST_INSERT_ID,)``, or None."""
     try:
         result = execute(conn, step.stmt, {"key": key, "holder": holder, "ttl": ttl_ms})
     except sa_exc.IntegrityError:
@@ -90,20 +99,21 @@ def _run_step(
             return None
         raise
     if step.outcome == "returning":
-        fence = result.scalar()
-        return None if fence is None else int(fence)
+        return tuple(int(v) for v in result.rows[0]) if result.rows else None
     if result.rowcount < 1:
         return None
-    fence = int(result.lastrowid or 0)
-    return fence if fence > 0 else None
+    value = int(result.lastrowid or 0)
+    return (value,) if value > 0 else None
 
 
-def acquire(conn: Connection, st: Statements, key: str, holder: str, ttl_ms: int) -> int | None:
-    """Take or re-take ``key`` for ``holder``; the fencing token, or None when held elsewhere."""
+def acquire(conn: Connection, st: Statements, key: str, holder: str, ttl_ms: int) -> Grant | None:
+    """Take or re-take ``key`` for ``holder``; the grant, or None when held elsewhere."""
     for step in st.acquire:
-        fence = _run_step(conn, step, key, holder, ttl_ms)
-        if fence is not None:
-            return fence
+        row = _run_step(conn, step, key, holder, ttl_ms)
+        if row is not None:
+            if len(row) == 3:
+                return Grant(row[0], row[1], row[2])
+            return Grant(row[0], None, None)
     return None
 
 
@@ -112,10 +122,30 @@ def release(conn: Connection, st: Statements, key: str, holder: str) -> bool:
     return execute(conn, st.release, {"key": key, "holder": holder}).rowcount > 0
 
 
-def refresh(conn: Connection, st: Statements, key: str, holder: str, ttl_ms: int) -> bool:
-    """Move the expiry to now + ttl if the row is ``holder``'s (expired or not)."""
-    values = {"key": key, "holder": holder, "ttl": ttl_ms}
-    return execute(conn, st.refresh, values).rowcount > 0
+def refresh(conn: Connection, st: Statements, key: str, holder: str, ttl_ms: int) -> int | None:
+    """Move the expiry to now + ttl if the row is ``holder``'s (expired or not).
+
+    The new ``expires_at`` (epoch ms), or None when the row is gone or someone else's.
+    """
+    row = _run_step(conn, st.refresh, key, holder, ttl_ms)
+    return None if row is None else row[0]
+
+
+def release_held(conn: Connection, st: Statements, key: str, holder: str, min_hold_ms: int) -> bool:
+    """Release, but leave a row younger than ``min_hold_ms`` until acquired_at + min_hold.
+
+    True when the row was ``holder``'s (kept for the rest of the window, or deleted).
+    """
+    values = {"key": key, "holder": holder, "min_hold": min_hold_ms}
+    if min_hold_ms > 0 and execute(conn, st.hold_until, values).rowcount > 0:
+        return True
+    return release(conn, st, key, holder)
+
+
+def is_held(conn: Connection, st: Statements, key: str, holder: str, fence: int) -> bool:
+    """Whether ``holder`` still holds ``key`` with token ``fence``, unexpired, by db time."""
+    values = {"key": key, "holder": holder, "fence": fence}
+    return bool(execute(conn, st.is_held, values).rows)
 
 
 def peek(conn: Connection, st: Statements, key: str) -> JobLock | None:

@@ -75,7 +75,9 @@ class Statements:
     path: AcquirePath
     acquire: tuple[AcquireStep, ...]
     release: Prepared
-    refresh: Prepared
+    refresh: AcquireStep  # outcome: the new expires_at (epoch ms), or nothing
+    hold_until: Prepared  # release under min_hold: keep a young row until acquired_at + min
+    is_held: Prepared
     peek: Prepared
     list_all: Prepared
     list_live: Prepared
@@ -173,6 +175,13 @@ def build(dialect: Dialect, table: Table, path: AcquirePath | None = None) -> St
             f"UPDATE {t} SET fence = IF(holder = :holder, fence, {nxt}), holder = :holder "
             "WHERE id = :key"
         )
+        refresh = AcquireStep(
+            p(
+                f"UPDATE {t} SET expires_at = LAST_INSERT_ID({now} + :ttl) "
+                "WHERE id = :key AND holder = :holder"
+            ),
+            "lastrowid",
+        )
     else:
         upsert = AcquireStep(
             p(
@@ -183,7 +192,7 @@ def build(dialect: Dialect, table: Table, path: AcquirePath | None = None) -> St
                 "fence = CASE WHEN cur.holder = excluded.holder THEN cur.fence "
                 "ELSE excluded.fence END "
                 "WHERE cur.expires_at <= excluded.acquired_at OR cur.holder = excluded.holder "
-                "RETURNING fence"
+                "RETURNING fence, acquired_at, expires_at"
             ),
             "returning",
         )
@@ -192,7 +201,7 @@ def build(dialect: Dialect, table: Table, path: AcquirePath | None = None) -> St
                 f"UPDATE {t} SET holder = :holder, acquired_at = {now}, "
                 f"expires_at = {now} + :ttl, "
                 f"fence = CASE WHEN holder = :holder THEN fence ELSE {nxt} END "
-                f"WHERE id = :key AND {ours_or_expired} RETURNING fence"
+                f"WHERE id = :key AND {ours_or_expired} RETURNING fence, acquired_at, expires_at"
             ),
             "returning",
         )
@@ -200,12 +209,16 @@ def build(dialect: Dialect, table: Table, path: AcquirePath | None = None) -> St
             p(
                 f"INSERT INTO {t} ({cols}) "
                 + values.format(fence=nxt)
-                + " ON CONFLICT (id) DO NOTHING RETURNING fence"
+                + " ON CONFLICT (id) DO NOTHING RETURNING fence, acquired_at, expires_at"
             ),
             "returning",
         )
         plain_insert = AcquireStep(
-            p(f"INSERT INTO {t} ({cols}) " + values.format(fence=nxt) + " RETURNING fence"),
+            p(
+                f"INSERT INTO {t} ({cols}) "
+                + values.format(fence=nxt)
+                + " RETURNING fence, acquired_at, expires_at"
+            ),
             "returning",
             duplicate_means_taken=True,
         )
@@ -218,6 +231,13 @@ def build(dialect: Dialect, table: Table, path: AcquirePath | None = None) -> St
             f"UPDATE {t} SET fence = CASE WHEN holder = :holder THEN fence ELSE {nxt} END, "
             "holder = :holder WHERE id = :key"
         )
+        refresh = AcquireStep(
+            p(
+                f"UPDATE {t} SET expires_at = {now} + :ttl "
+                "WHERE id = :key AND holder = :holder RETURNING expires_at"
+            ),
+            "returning",
+        )
 
     live = f"expires_at > {now}"
     expired = f"expires_at <= {now}"
@@ -226,7 +246,15 @@ def build(dialect: Dialect, table: Table, path: AcquirePath | None = None) -> St
         path=chosen,
         acquire=acquire,
         release=p(f"DELETE FROM {t} WHERE id = :key AND holder = :holder"),
-        refresh=p(f"UPDATE {t} SET expires_at = {now} + :ttl WHERE id = :key AND holder = :holder"),
+        refresh=refresh,
+        hold_until=p(
+            f"UPDATE {t} SET expires_at = acquired_at + :min_hold "
+            f"WHERE id = :key AND holder = :holder AND acquired_at + :min_hold > {now}"
+        ),
+        is_held=p(
+            f"SELECT 1 FROM {t} WHERE id = :key AND holder = :holder AND fence = :fence "
+            f"AND expires_at > {now}"
+        ),
         peek=p(f"SELECT {row} FROM {t} WHERE id = :key"),
         list_all=p(f"SELECT {row} FROM {t} ORDER BY id"),
         list_live=p(f"SELECT {row} FROM {t} WHERE {live} ORDER BY id"),

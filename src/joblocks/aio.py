@@ -117,12 +117,13 @@ class JobLockModel(ModelCore):
         ttl_ms = _validate.duration_ms(ttl, "ttl")
         who = _validate.holder(holder)
         try:
-            return await self._call("acquire", _ops.acquire, key, who, ttl_ms)
+            grant = await self._call("acquire", _ops.acquire, key, who, ttl_ms)
         except LockBackendError as exc:
             if not self.errors_as_taken:
                 raise
             log.warning("joblocks: acquire of %r failed, reported as taken: %s", key, exc)
             return None
+        return None if grant is None else grant.fence
 
     async def release(self, lock_key: str, holder: str) -> bool:
         """Delete the row if ``holder`` holds it (a no-op otherwise); True when deleted."""
@@ -135,7 +136,7 @@ class JobLockModel(ModelCore):
         key = _validate.lock_key(lock_key)
         ttl_ms = _validate.duration_ms(ttl, "ttl")
         who = _validate.holder(holder)
-        return await self._call("refresh", _ops.refresh, key, who, ttl_ms)
+        return await self._call("refresh", _ops.refresh, key, who, ttl_ms) is not None
 
     async def peek(self, lock_key: str) -> JobLock | None:
         """The row of ``lock_key`` whatever its state, or None."""
