@@ -15,10 +15,12 @@ from typing import TYPE_CHECKING, Any
 
 from . import _config
 from ._errors import LeaseLost, LockBackendError, LockError, LockExistsError, LockNotAcquired
+from ._events import Event, EventKind, add_listener, remove_listener
 from ._identity import worker_id
+from ._lease import Lease
 from ._model import JobLockModel
 from ._records import JobLock
-from ._run import run_with_lock
+from ._run import lease, run_with_lock
 from ._schema import JOB_LOCKS_TABLE_NAME, build_table, job_locks, metadata
 from ._statements import ACQUIRE_PATHS, AcquirePath
 from ._validate import MAX_HOLDER_BYTES, MAX_KEY_BYTES, Duration
@@ -32,19 +34,25 @@ __all__ = [
     "WORKER_ID",
     "AcquirePath",
     "Duration",
+    "Event",
+    "EventKind",
     "JobLock",
     "JobLockModel",
+    "Lease",
     "LeaseLost",
     "LockBackendError",
     "LockError",
     "LockExistsError",
     "LockNotAcquired",
     "__version__",
+    "add_listener",
     "build_table",
     "configure",
     "get_model",
     "job_locks",
+    "lease",
     "metadata",
+    "remove_listener",
     "run_with_lock",
     "worker_id",
 ]

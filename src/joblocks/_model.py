@@ -12,9 +12,11 @@ from typing import Any, Callable, TypeVar
 from sqlalchemy import Connection
 from sqlalchemy import exc as sa_exc
 
-from . import _identity, _ops, _validate
+from . import _events, _identity, _ops, _validate
 from ._base import TRANSIENT_ATTEMPTS, Database, ModelCore, log, transient_pause
 from ._errors import LockBackendError, LockExistsError, translate
+from ._keepalive import thread_renewer
+from ._lease import Lease, LeaseOptions, fill_times, next_pause
 from ._records import JobLock
 from ._schema import JOB_LOCKS_TABLE_NAME, ensure_table
 from ._statements import AcquirePath
@@ -104,7 +106,7 @@ class JobLockModel(ModelCore):
                 try:
                     with self._connection() as conn:
                         return fn(conn, self.statements, *args)
-                except sa_exc.DBAPIError as exc:  # noqa: PERF203 - retry loop
+                except sa_exc.DBAPIError as exc:
                     if attempt >= TRANSIENT_ATTEMPTS or not _ops.is_transient(
                         exc, self.statements.family
                     ):
@@ -183,6 +185,75 @@ class JobLockModel(ModelCore):
         """The row of ``lock_key`` whatever its state (held or expired), or None."""
         key = _validate.lock_key(lock_key)
         return self._call("peek", _ops.peek, key)
+
+    # -- leases -----------------------------------------------------------------------
+
+    def try_lease(
+        self,
+        lock_key: str,
+        ttl: _validate.Duration,
+        *,
+        holder: str | None = None,
+        keepalive: bool = False,
+        renew_every: _validate.Duration | None = None,
+        min_hold: _validate.Duration | None = None,
+        wait: _validate.Duration | None = None,
+        on_lost: Callable[[Lease], None] | None = None,
+        max_hold: _validate.Duration | None = None,
+    ) -> Lease | None:
+        """Take ``lock_key`` and return the grant as a :class:`~joblocks.Lease`, or None.
+
+        ``holder`` defaults to this process's worker id. ``keepalive=True`` renews the
+        lease every ``renew_every`` (default ttl/3) until it is released, lost, or
+        ``max_hold`` has passed; ``on_lost(lease)`` is called when it is found lost.
+        ``min_hold`` keeps a released lease's row until acquired_at + min_hold.
+        ``wait`` retries with capped exponential backoff and jitter for that long.
+        """
+        key = _validate.lock_key(lock_key)
+        ttl_ms = _validate.duration_ms(ttl, "ttl")
+        opts = LeaseOptions(
+            ttl_ms=ttl_ms,
+            holder=holder,
+            keepalive=keepalive,
+            renew_every=renew_every,
+            min_hold=min_hold,
+            wait=wait,
+            on_lost=on_lost,
+            max_hold=max_hold,
+        )
+        return self._lease(key, ttl_ms, opts, time.monotonic())
+
+    def _lease(
+        self, key: str, ttl_ms: int, opts: LeaseOptions, started: float, *, times: bool = True
+    ) -> Lease | None:
+        attempt = 0
+        while True:
+            sent = time.monotonic()
+            try:
+                grant = self._call("acquire", _ops.acquire, key, opts.holder, ttl_ms)
+            except LockBackendError as exc:
+                _events.emit("error", key, opts.holder, error=exc)
+                raise
+            if grant is not None:
+                break
+            attempt += 1
+            pause = next_pause(attempt, started, opts.wait_ms)
+            if pause is None:
+                _events.emit("conflict", key, opts.holder)
+                return None
+            time.sleep(pause)
+        mine = True
+        if grant.acquired_ms is None and (times or opts.keepalive or opts.on_lost):
+            # MySQL/MariaDB report only the token: read the row's times.
+            grant, mine = fill_times(grant, self._call("peek", _ops.peek, key))
+        lease = Lease(self, **opts.lease_state(key, grant, sent, ttl_ms))
+        waited = (sent - started) * 1000 if opts.wait_ms is not None else None
+        _events.emit("acquired", key, opts.holder, token=grant.fence, waited_ms=waited)
+        if not mine:
+            lease._mark_lost("the row changed right after it was granted")
+        elif opts.keepalive:
+            thread_renewer.add(lease)
+        return lease
 
     # -- the plain model surface ------------------------------------------------
 

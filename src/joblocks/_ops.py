@@ -131,15 +131,29 @@ def refresh(conn: Connection, st: Statements, key: str, holder: str, ttl_ms: int
     return None if row is None else row[0]
 
 
-def release_held(conn: Connection, st: Statements, key: str, holder: str, min_hold_ms: int) -> bool:
-    """Release, but leave a row younger than ``min_hold_ms`` until acquired_at + min_hold.
+def refresh_lease(
+    conn: Connection, st: Statements, key: str, holder: str, fence: int, ttl_ms: int
+) -> int | None:
+    """Like :func:`refresh`, for one grant only (same holder and token)."""
+    values = {"key": key, "holder": holder, "fence": fence, "ttl": ttl_ms}
+    result = execute(conn, st.refresh_lease.stmt, values)
+    if st.refresh_lease.outcome == "returning":
+        return int(result.rows[0][0]) if result.rows else None
+    return int(result.lastrowid or 0) if result.rowcount > 0 else None
 
-    True when the row was ``holder``'s (kept for the rest of the window, or deleted).
+
+def release_lease(
+    conn: Connection, st: Statements, key: str, holder: str, fence: int, min_hold_ms: int
+) -> bool:
+    """Release one grant (same holder and token); a row younger than ``min_hold_ms`` stays
+    until acquired_at + min_hold.
+
+    True when the row was that grant's (kept for the rest of the window, or deleted).
     """
-    values = {"key": key, "holder": holder, "min_hold": min_hold_ms}
+    values = {"key": key, "holder": holder, "fence": fence, "min_hold": min_hold_ms}
     if min_hold_ms > 0 and execute(conn, st.hold_until, values).rowcount > 0:
         return True
-    return release(conn, st, key, holder)
+    return execute(conn, st.release_lease, values).rowcount > 0
 
 
 def is_held(conn: Connection, st: Statements, key: str, holder: str, fence: int) -> bool:

@@ -6,9 +6,11 @@ import inspect
 import time
 from typing import Any, Callable
 
-from . import _guard, _identity, _validate
+from . import _events, _guard, _validate
 from ._base import log
 from ._config import get_model
+from ._errors import LockNotAcquired
+from ._lease import Lease, LeaseBase, LeaseOptions, next_pause
 from ._model import JobLockModel
 
 
@@ -30,69 +32,141 @@ def check_work(work: object, *, asynchronous: bool) -> None:
         )
 
 
-def after_release(key: str, released: bool, started: float, ttl_ms: int) -> None:
-    """Warn when the work outlived its lease, or the lease was gone at release."""
-    held_ms = (time.monotonic() - started) * 1000
-    if held_ms > ttl_ms:
-        log.warning(
-            "joblocks: work under %r ran %.0f ms, longer than its ttl of %d ms: another "
-            "worker may have run it at the same time (use a longer ttl)",
-            key,
-            held_ms,
-            ttl_ms,
-        )
-    elif not released:
-        log.warning("joblocks: %r was no longer held by this worker at release", key)
-
-
-def release_quietly(
-    model: JobLockModel, key: str, holder: str, started: float, ttl_ms: int
-) -> None:
-    """Release after the work, never raising (the lease expires on its own anyway)."""
-    try:
-        released = model.release(key, holder)
-    except Exception:
-        log.exception("joblocks: releasing %r failed; it expires on its own", key)
-        return
-    after_release(key, released, started, ttl_ms)
-
-
 def run_with_lock(
     lock_key: str,
     ttl: _validate.Duration,
     work: Callable[[], Any],
     *,
     model: JobLockModel | None = None,
+    keepalive: bool = False,
+    renew_every: _validate.Duration | None = None,
+    min_hold: _validate.Duration | None = None,
+    wait: _validate.Duration | None = None,
+    on_lost: Callable[[Lease], None] | None = None,
+    max_hold: _validate.Duration | None = None,
 ) -> bool:
     """Run ``work()`` only if ``lock_key`` can be taken for this worker; release after.
 
     Returns True when the lock was taken and ``work`` completed, False when another
     worker holds the lock (``work`` is not called) or this process is already running
     ``lock_key`` (the in-process guard). An exception from ``work`` propagates after
-    the release; an error of the release itself is logged and swallowed. The lease is
-    not renewed while ``work`` runs: pick a ``ttl`` longer than the work's worst case.
+    the release; an error of the release itself is logged and swallowed.
+
+    By default the lease is not renewed while ``work`` runs (pick a ``ttl`` longer than
+    the work's worst case; a warning is logged when the work outlives it).
+    ``keepalive=True`` renews it instead; ``min_hold``, ``wait``, ``on_lost``,
+    ``renew_every`` and ``max_hold`` are as for :meth:`JobLockModel.try_lease` (``wait``
+    also waits out an overlapping call in this process).
     """
     key = _validate.lock_key(lock_key)
     ttl_ms = _validate.duration_ms(ttl, "ttl")
     check_work(work, asynchronous=False)
+    opts = LeaseOptions(
+        ttl_ms=ttl_ms,
+        holder=None,
+        keepalive=keepalive,
+        renew_every=renew_every,
+        min_hold=min_hold,
+        wait=wait,
+        on_lost=on_lost,
+        max_hold=max_hold,
+    )
     if model is None:
         model = get_model()
     elif not isinstance(model, JobLockModel):
         raise TypeError(f"model must be a joblocks.JobLockModel, not {type(model).__name__}")
+    started = time.monotonic()
     slot = (model.identity, key)
-    if not _guard.enter(slot):
-        log.debug("joblocks: %r is already running in this process; skipped", key)
-        return False
+    attempt = 0
+    while not _guard.enter(slot):
+        attempt += 1
+        pause = next_pause(attempt, started, opts.wait_ms)
+        if pause is None:
+            log.debug("joblocks: %r is already running in this process; skipped", key)
+            _events.emit("conflict", key, opts.holder)
+            return False
+        time.sleep(pause)
     try:
-        holder = _identity.worker_id()
-        if not model.acquire(key, ttl_ms, holder):
+        lease = model._lease(key, ttl_ms, opts, started, times=False)
+        if lease is None:
             log.debug("joblocks: %r is held by another worker; skipped", key)
             return False
-        started = time.monotonic()
         try:
             work()
         finally:
-            release_quietly(model, key, holder, started, ttl_ms)
+            _release_quietly(lease)
         return True
     finally:
         _guard.leave(slot)
+
+
+def _release_quietly(lease: Lease) -> None:
+    """Release after the work, never raising (the lease expires on its own anyway)."""
+    try:
+        released = lease.release()
+    except Exception:
+        log.exception("joblocks: releasing %r failed; it expires on its own", lease.key)
+        return
+    after_release(lease, released)
+
+
+def after_release(lease: LeaseBase, released: bool) -> None:
+    """Warn when the work outlived its lease, or the lease was gone at release."""
+    if lease.lost:
+        return  # already reported when it was found lost
+    held_ms = lease.held_for.total_seconds() * 1000
+    if not lease.keepalive and held_ms > lease.ttl_ms:
+        log.warning(
+            "joblocks: work under %r ran %.0f ms, longer than its ttl of %d ms: another "
+            "worker may have run it at the same time (use keepalive=True or a longer ttl)",
+            lease.key,
+            held_ms,
+            lease.ttl_ms,
+        )
+        _events.emit("overrun", lease.key, lease.holder, token=lease.token, held_ms=held_ms)
+    elif not released:
+        log.warning("joblocks: %r was no longer held by this worker at release", lease.key)
+
+
+def lease(
+    lock_key: str,
+    ttl: _validate.Duration,
+    *,
+    model: JobLockModel | None = None,
+    holder: str | None = None,
+    keepalive: bool = False,
+    renew_every: _validate.Duration | None = None,
+    min_hold: _validate.Duration | None = None,
+    wait: _validate.Duration | None = None,
+    on_lost: Callable[[Lease], None] | None = None,
+    max_hold: _validate.Duration | None = None,
+) -> Lease:
+    """Take ``lock_key`` as a context manager; raise :class:`~joblocks.LockNotAcquired`
+    when it is held elsewhere::
+
+        with joblocks.lease("reindex", 60_000, keepalive=True) as held:
+            for batch in batches:
+                held.ensure_held()
+                process(batch)
+
+    The lease is released when the block exits. Options as for
+    :meth:`JobLockModel.try_lease`; ``model=None`` means :func:`joblocks.get_model`.
+    """
+    if model is None:
+        model = get_model()
+    elif not isinstance(model, JobLockModel):
+        raise TypeError(f"model must be a joblocks.JobLockModel, not {type(model).__name__}")
+    held = model.try_lease(
+        lock_key,
+        ttl,
+        holder=holder,
+        keepalive=keepalive,
+        renew_every=renew_every,
+        min_hold=min_hold,
+        wait=wait,
+        on_lost=on_lost,
+        max_hold=max_hold,
+    )
+    if held is None:
+        raise LockNotAcquired(lock_key)
+    return held

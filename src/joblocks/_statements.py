@@ -76,6 +76,8 @@ class Statements:
     acquire: tuple[AcquireStep, ...]
     release: Prepared
     refresh: AcquireStep  # outcome: the new expires_at (epoch ms), or nothing
+    refresh_lease: AcquireStep  # refresh, also checking the lease's token
+    release_lease: Prepared  # release, also checking the lease's token
     hold_until: Prepared  # release under min_hold: keep a young row until acquired_at + min
     is_held: Prepared
     peek: Prepared
@@ -175,12 +177,15 @@ def build(dialect: Dialect, table: Table, path: AcquirePath | None = None) -> St
             f"UPDATE {t} SET fence = IF(holder = :holder, fence, {nxt}), holder = :holder "
             "WHERE id = :key"
         )
-        refresh = AcquireStep(
-            p(
-                f"UPDATE {t} SET expires_at = LAST_INSERT_ID({now} + :ttl) "
-                "WHERE id = :key AND holder = :holder"
-            ),
-            "lastrowid",
+        refresh, refresh_lease = (
+            AcquireStep(
+                p(
+                    f"UPDATE {t} SET expires_at = LAST_INSERT_ID({now} + :ttl) "
+                    f"WHERE id = :key AND holder = :holder{fenced}"
+                ),
+                "lastrowid",
+            )
+            for fenced in ("", " AND fence = :fence")
         )
     else:
         upsert = AcquireStep(
@@ -231,12 +236,15 @@ def build(dialect: Dialect, table: Table, path: AcquirePath | None = None) -> St
             f"UPDATE {t} SET fence = CASE WHEN holder = :holder THEN fence ELSE {nxt} END, "
             "holder = :holder WHERE id = :key"
         )
-        refresh = AcquireStep(
-            p(
-                f"UPDATE {t} SET expires_at = {now} + :ttl "
-                "WHERE id = :key AND holder = :holder RETURNING expires_at"
-            ),
-            "returning",
+        refresh, refresh_lease = (
+            AcquireStep(
+                p(
+                    f"UPDATE {t} SET expires_at = {now} + :ttl "
+                    f"WHERE id = :key AND holder = :holder{fenced} RETURNING expires_at"
+                ),
+                "returning",
+            )
+            for fenced in ("", " AND fence = :fence")
         )
 
     live = f"expires_at > {now}"
@@ -247,9 +255,11 @@ def build(dialect: Dialect, table: Table, path: AcquirePath | None = None) -> St
         acquire=acquire,
         release=p(f"DELETE FROM {t} WHERE id = :key AND holder = :holder"),
         refresh=refresh,
+        refresh_lease=refresh_lease,
+        release_lease=p(f"DELETE FROM {t} WHERE id = :key AND holder = :holder AND fence = :fence"),
         hold_until=p(
-            f"UPDATE {t} SET expires_at = acquired_at + :min_hold "
-            f"WHERE id = :key AND holder = :holder AND acquired_at + :min_hold > {now}"
+            f"UPDATE {t} SET expires_at = acquired_at + :min_hold WHERE id = :key "
+            f"AND holder = :holder AND fence = :fence AND acquired_at + :min_hold > {now}"
         ),
         is_held=p(
             f"SELECT 1 FROM {t} WHERE id = :key AND holder = :holder AND fence = :fence "

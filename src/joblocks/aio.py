@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import asyncio
 import builtins
+import contextlib
 import time
-from collections.abc import Awaitable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Mapping
 from typing import Any, Callable, TypeVar
 
 from sqlalchemy import exc as sa_exc
 
-from . import _config, _guard, _identity, _ops, _validate
+from . import _config, _events, _guard, _ops, _validate
 from ._base import TRANSIENT_ATTEMPTS, Database, ModelCore, log, transient_pause
 from ._errors import (
     LeaseLost,
@@ -26,6 +27,8 @@ from ._errors import (
     LockNotAcquired,
     translate,
 )
+from ._keepalive import task_renewer
+from ._lease import LeaseBase, LeaseOptions, fill_times, next_pause
 from ._records import JobLock
 from ._run import after_release, check_work
 from ._schema import JOB_LOCKS_TABLE_NAME, ensure_table
@@ -34,6 +37,7 @@ from ._statements import AcquirePath
 __all__ = [
     "JobLock",
     "JobLockModel",
+    "Lease",
     "LeaseLost",
     "LockBackendError",
     "LockError",
@@ -41,6 +45,7 @@ __all__ = [
     "LockNotAcquired",
     "configure",
     "get_model",
+    "lease",
     "run_with_lock",
 ]
 
@@ -84,7 +89,7 @@ class JobLockModel(ModelCore):
                     async with self.engine.connect() as conn:
                         result: T = await conn.run_sync(fn, self.statements, *args)
                         return result
-                except sa_exc.DBAPIError as exc:  # noqa: PERF203 - retry loop
+                except sa_exc.DBAPIError as exc:
                     if attempt >= TRANSIENT_ATTEMPTS or not _ops.is_transient(
                         exc, self.statements.family
                     ):
@@ -142,6 +147,69 @@ class JobLockModel(ModelCore):
         """The row of ``lock_key`` whatever its state, or None."""
         key = _validate.lock_key(lock_key)
         return await self._call("peek", _ops.peek, key)
+
+    async def try_lease(
+        self,
+        lock_key: str,
+        ttl: _validate.Duration,
+        *,
+        holder: str | None = None,
+        keepalive: bool = False,
+        renew_every: _validate.Duration | None = None,
+        min_hold: _validate.Duration | None = None,
+        wait: _validate.Duration | None = None,
+        on_lost: Callable[[Lease], None] | None = None,
+        max_hold: _validate.Duration | None = None,
+    ) -> Lease | None:
+        """Take ``lock_key`` and return the grant as a :class:`Lease`, or None.
+
+        See :meth:`joblocks.JobLockModel.try_lease`; keep-alive runs as one task per
+        event loop.
+        """
+        key = _validate.lock_key(lock_key)
+        ttl_ms = _validate.duration_ms(ttl, "ttl")
+        opts = LeaseOptions(
+            ttl_ms=ttl_ms,
+            holder=holder,
+            keepalive=keepalive,
+            renew_every=renew_every,
+            min_hold=min_hold,
+            wait=wait,
+            on_lost=on_lost,
+            max_hold=max_hold,
+        )
+        return await self._lease(key, ttl_ms, opts, time.monotonic())
+
+    async def _lease(
+        self, key: str, ttl_ms: int, opts: LeaseOptions, started: float, *, times: bool = True
+    ) -> Lease | None:
+        attempt = 0
+        while True:
+            sent = time.monotonic()
+            try:
+                grant = await self._call("acquire", _ops.acquire, key, opts.holder, ttl_ms)
+            except LockBackendError as exc:
+                _events.emit("error", key, opts.holder, error=exc)
+                raise
+            if grant is not None:
+                break
+            attempt += 1
+            pause = next_pause(attempt, started, opts.wait_ms)
+            if pause is None:
+                _events.emit("conflict", key, opts.holder)
+                return None
+            await asyncio.sleep(pause)
+        mine = True
+        if grant.acquired_ms is None and (times or opts.keepalive or opts.on_lost):
+            grant, mine = fill_times(grant, await self._call("peek", _ops.peek, key))
+        held = Lease(self, **opts.lease_state(key, grant, sent, ttl_ms))
+        waited = (sent - started) * 1000 if opts.wait_ms is not None else None
+        _events.emit("acquired", key, opts.holder, token=grant.fence, waited_ms=waited)
+        if not mine:
+            held._mark_lost("the row changed right after it was granted")
+        elif opts.keepalive:
+            task_renewer().add(held)
+        return held
 
     async def get(self, lock_key: str) -> JobLock | None:
         """The row of ``lock_key``, or None (same as :meth:`peek`)."""
@@ -203,50 +271,256 @@ async def run_with_lock(
     work: Callable[[], Awaitable[Any]],
     *,
     model: JobLockModel | None = None,
+    keepalive: bool = False,
+    renew_every: _validate.Duration | None = None,
+    min_hold: _validate.Duration | None = None,
+    wait: _validate.Duration | None = None,
+    on_lost: Callable[[Lease], None] | None = None,
+    max_hold: _validate.Duration | None = None,
+    cancel_on_loss: bool = False,
 ) -> bool:
     """Await ``work()`` only if ``lock_key`` can be taken for this worker; release after.
 
     See :func:`joblocks.run_with_lock`. Cancellation inside ``work`` still releases,
-    then propagates.
+    then propagates. With ``keepalive=True`` and ``cancel_on_loss=True``, ``work`` is
+    cancelled when the lease is found lost, and :class:`LeaseLost` is raised.
     """
     key = _validate.lock_key(lock_key)
     ttl_ms = _validate.duration_ms(ttl, "ttl")
     check_work(work, asynchronous=True)
+    if not isinstance(cancel_on_loss, bool):
+        raise TypeError(f"cancel_on_loss must be a bool, not {type(cancel_on_loss).__name__}")
+    if cancel_on_loss and not keepalive:
+        raise ValueError("cancel_on_loss needs keepalive=True (loss is found by renewals)")
+    opts = LeaseOptions(
+        ttl_ms=ttl_ms,
+        holder=None,
+        keepalive=keepalive,
+        renew_every=renew_every,
+        min_hold=min_hold,
+        wait=wait,
+        on_lost=on_lost,
+        max_hold=max_hold,
+    )
     if model is None:
         model = get_model()
     elif not isinstance(model, JobLockModel):
         raise TypeError(f"model must be a joblocks.aio.JobLockModel, not {type(model).__name__}")
+    started = time.monotonic()
     slot = (model.identity, key)
-    if not _guard.enter(slot):
-        log.debug("joblocks: %r is already running in this process; skipped", key)
-        return False
+    attempt = 0
+    while not _guard.enter(slot):
+        attempt += 1
+        pause = next_pause(attempt, started, opts.wait_ms)
+        if pause is None:
+            log.debug("joblocks: %r is already running in this process; skipped", key)
+            _events.emit("conflict", key, opts.holder)
+            return False
+        await asyncio.sleep(pause)
     try:
-        holder = _identity.worker_id()
-        if not await model.acquire(key, ttl_ms, holder):
+        held = await model._lease(key, ttl_ms, opts, started, times=False)
+        if held is None:
             log.debug("joblocks: %r is held by another worker; skipped", key)
             return False
-        started = time.monotonic()
         try:
-            await work()
+            if cancel_on_loss:
+                await held._run_cancellable(work)
+            else:
+                await work()
         finally:
-            await _release_quietly(model, key, holder, started, ttl_ms)
+            await _release_quietly(held)
         return True
     finally:
         _guard.leave(slot)
 
 
-async def _release_quietly(
-    model: JobLockModel, key: str, holder: str, started: float, ttl_ms: int
-) -> None:
+async def _release_quietly(held: Lease) -> None:
     # Shielded: a cancelled work still gets its release.
     try:
-        released = await asyncio.shield(model.release(key, holder))
+        released = await asyncio.shield(held.release())
     except asyncio.CancelledError:
         raise
     except Exception:
-        log.exception("joblocks: releasing %r failed; it expires on its own", key)
+        log.exception("joblocks: releasing %r failed; it expires on its own", held.key)
         return
-    after_release(key, released, started, ttl_ms)
+    after_release(held, released)
+
+
+class Lease(LeaseBase):
+    """One grant of a lock (asyncio face). ``async with`` releases it on exit."""
+
+    def __init__(self, model: JobLockModel, **state: Any) -> None:
+        super().__init__(table=model.table, **state)
+        self._model = model
+        self._loss_waiters: builtins.list[asyncio.Future[None]] = []
+
+    async def refresh(self, ttl: _validate.Duration | None = None) -> bool:
+        """Extend the lease to now + ``ttl``; see :meth:`joblocks.Lease.refresh`."""
+        ttl_ms = self.ttl_ms if ttl is None else _validate.duration_ms(ttl, "ttl")
+        if self.released:
+            return False
+        sent = time.monotonic()
+        expires = await self._model._call(
+            "refresh", _ops.refresh_lease, self.key, self.holder, self.token, ttl_ms
+        )
+        if expires is None:
+            self._mark_lost("refresh refused: the row is gone or another holder's")
+            return False
+        self._renewed(expires, sent, ttl_ms)
+        return True
+
+    async def release(self) -> bool:
+        """Let the lease go; see :meth:`joblocks.Lease.release`."""
+        if not self._begin_release():
+            return False
+        with contextlib.suppress(RuntimeError):
+            task_renewer().remove(self)
+        try:
+            released = await self._model._call(
+                "release",
+                _ops.release_lease,
+                self.key,
+                self.holder,
+                self.token,
+                self._min_hold_ms,
+            )
+        except LockBackendError as exc:
+            _events.emit("error", self.key, self.holder, token=self.token, error=exc)
+            raise
+        held_ms = self.held_for.total_seconds() * 1000
+        _events.emit("released", self.key, self.holder, token=self.token, held_ms=held_ms)
+        return bool(released)
+
+    async def ensure_held(self) -> None:
+        """Raise :class:`LeaseLost` unless the database still has this grant live."""
+        if self.lost or self.released:
+            raise self._lost_error()
+        if not await self._model._call(
+            "check lease", _ops.is_held, self.key, self.holder, self.token
+        ):
+            self._mark_lost("the row is gone, expired or another holder's")
+            raise self._lost_error()
+
+    async def _renew_once(self) -> None:
+        """One renewal by the keep-alive task; never raises."""
+        sent = time.monotonic()
+        try:
+            expires = await self._model._call(
+                "renew", _ops.refresh_lease, self.key, self.holder, self.token, self.ttl_ms
+            )
+        except Exception as exc:
+            _events.emit("error", self.key, self.holder, token=self.token, error=exc)
+            log.warning("joblocks: renewing %r failed: %s", self.key, exc)
+            self._check_ran_out()
+            self._after_failed_renewal(time.monotonic())
+            return
+        if expires is None:
+            self._mark_lost("renewal refused: the row is gone or another holder's")
+            return
+        self._renewed(expires, sent, self.ttl_ms)
+        _events.emit("renewed", self.key, self.holder, token=self.token)
+
+    def _mark_lost(self, reason: str) -> bool:
+        first = super()._mark_lost(reason)
+        if first:
+            for waiter in self._loss_waiters:
+                if not waiter.done():
+                    waiter.set_result(None)
+        return first
+
+    async def _run_cancellable(self, work: Callable[[], Awaitable[Any]]) -> None:
+        """Await ``work()``, cancelling it when this lease is found lost."""
+        loop = asyncio.get_running_loop()
+        lost = loop.create_future()
+        self._loss_waiters.append(lost)
+        task = asyncio.ensure_future(work())
+        try:
+            await asyncio.wait({task, lost}, return_when=asyncio.FIRST_COMPLETED)
+        except asyncio.CancelledError:
+            task.cancel()
+            raise
+        finally:
+            self._loss_waiters.remove(lost)
+        if task.done():
+            task.result()
+            return
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        raise self._lost_error()
+
+    async def __aenter__(self) -> Lease:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        if not self.released:
+            await self.release()
+
+
+@contextlib.asynccontextmanager
+async def lease(
+    lock_key: str,
+    ttl: _validate.Duration,
+    *,
+    model: JobLockModel | None = None,
+    holder: str | None = None,
+    keepalive: bool = False,
+    renew_every: _validate.Duration | None = None,
+    min_hold: _validate.Duration | None = None,
+    wait: _validate.Duration | None = None,
+    on_lost: Callable[[Lease], None] | None = None,
+    max_hold: _validate.Duration | None = None,
+    cancel_on_loss: bool = False,
+) -> AsyncIterator[Lease]:
+    """``async with joblocks.aio.lease(key, ttl) as held:`` — raises
+    :class:`LockNotAcquired` when held elsewhere; released when the block exits.
+
+    With ``keepalive=True`` and ``cancel_on_loss=True``, the task running the block is
+    cancelled when the lease is found lost; :class:`LeaseLost` is raised from it.
+    """
+    if model is None:
+        model = get_model()
+    elif not isinstance(model, JobLockModel):
+        raise TypeError(f"model must be a joblocks.aio.JobLockModel, not {type(model).__name__}")
+    if not isinstance(cancel_on_loss, bool):
+        raise TypeError(f"cancel_on_loss must be a bool, not {type(cancel_on_loss).__name__}")
+    if cancel_on_loss and not keepalive:
+        raise ValueError("cancel_on_loss needs keepalive=True (loss is found by renewals)")
+    held = await model.try_lease(
+        lock_key,
+        ttl,
+        holder=holder,
+        keepalive=keepalive,
+        renew_every=renew_every,
+        min_hold=min_hold,
+        wait=wait,
+        on_lost=on_lost,
+        max_hold=max_hold,
+    )
+    if held is None:
+        raise LockNotAcquired(lock_key)
+    watcher: asyncio.Task[None] | None = None
+    if cancel_on_loss:
+        body = asyncio.current_task()
+        lost = asyncio.get_running_loop().create_future()
+        held._loss_waiters.append(lost)
+
+        async def cancel_body() -> None:
+            await lost
+            if body is not None:
+                body.cancel()
+
+        watcher = asyncio.ensure_future(cancel_body())
+    try:
+        yield held
+    except asyncio.CancelledError:
+        if held.lost and cancel_on_loss:
+            raise held._lost_error() from None
+        raise
+    finally:
+        if watcher is not None:
+            watcher.cancel()
+        await asyncio.shield(held.__aexit__(None, None, None))
 
 
 def _make_async(database: Database, **options: Any) -> JobLockModel:

@@ -1,0 +1,182 @@
+"""Keep-alive: one renewer per process (a thread) or per event loop (a task).
+
+Each renewer serves every keep-alive lease of its process or loop, so a process holding
+a thousand leases runs one renewal thread, not a thousand. It sleeps until the next
+lease is due, renews it (owner- and token-checked, by the database's clock), marks a
+lease lost when a renewal is refused or the lease runs out before one lands, and stops
+renewing at ``max_hold``. It holds leases weakly: a lease that is released, garbage
+collected, or left behind by ``fork()`` is no longer renewed, and the thread or task
+ends when it has nothing left to renew.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+import time
+import weakref
+from typing import TYPE_CHECKING, Any, Callable
+
+from . import _identity
+
+if TYPE_CHECKING:
+    from ._lease import Lease, LeaseBase
+
+
+def _due(leases: list[Any], now: float) -> tuple[list[Any], list[Any], float]:
+    """Split leases into (to renew, to drop) and say when to wake next."""
+    renew: list[LeaseBase] = []
+    drop: list[LeaseBase] = []
+    wake = now + 3600.0
+    for lease in leases:
+        action = lease._renewal_due(now)
+        if action == "renew":
+            renew.append(lease)
+        elif action == "drop":
+            drop.append(lease)
+        elif action == "expire":
+            lease._expire()
+            drop.append(lease)
+        else:
+            wake = min(wake, lease._next_wakeup())
+    return renew, drop, wake
+
+
+class ThreadRenewer:
+    """The sync face's renewer: one daemon thread for the whole process."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._leases: dict[int, weakref.ref[Any]] = {}
+        self._thread: threading.Thread | None = None
+
+    def add(self, lease: Lease) -> None:
+        with self._cond:
+            ident = id(lease)
+            self._leases[ident] = weakref.ref(lease, self._forgetter(ident))
+            lease.keepalive = True
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._run, name="joblocks-keepalive", daemon=True
+                )
+                self._thread.start()
+            self._cond.notify()
+
+    def remove(self, lease: LeaseBase) -> None:
+        with self._cond:
+            self._leases.pop(id(lease), None)
+            self._cond.notify()
+
+    def _forgetter(self, ident: int) -> Callable[[object], None]:
+        def forget(_ref: object) -> None:
+            with self._cond:
+                self._leases.pop(ident, None)
+
+        return forget
+
+    @property
+    def running(self) -> bool:
+        """Whether the renewal thread is alive."""
+        thread = self._thread
+        return thread is not None and thread.is_alive()
+
+    def count(self) -> int:
+        """How many leases are being kept alive."""
+        with self._cond:
+            return len(self._leases)
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                leases = [lease for ref in self._leases.values() if (lease := ref()) is not None]
+                if not leases:
+                    self._thread = None
+                    return
+                renew, drop, wake = _due(leases, time.monotonic())
+                for lease in drop:
+                    self._leases.pop(id(lease), None)
+                if not renew and not drop:
+                    self._cond.wait(max(0.0, wake - time.monotonic()))
+                    continue
+            for lease in renew:
+                lease._renew_once()
+            del leases, renew, drop
+
+    def _after_fork(self) -> None:
+        # The thread does not exist in the child; the parent's leases are not ours.
+        self._cond = threading.Condition()
+        self._leases = {}
+        self._thread = None
+
+
+thread_renewer = ThreadRenewer()
+_identity.on_fork(thread_renewer._after_fork)
+
+
+class TaskRenewer:
+    """The asyncio face's renewer: one task per event loop."""
+
+    def __init__(self) -> None:
+        self._leases: dict[int, weakref.ref[Any]] = {}
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    def add(self, lease: Any) -> None:
+        ident = id(lease)
+
+        def forget(_ref: object) -> None:
+            self._leases.pop(ident, None)
+
+        self._leases[ident] = weakref.ref(lease, forget)
+        lease.keepalive = True
+        if self._task is None or self._task.done():
+            self._task = asyncio.get_running_loop().create_task(
+                self._run(), name="joblocks-keepalive"
+            )
+        self._wake.set()
+
+    def remove(self, lease: Any) -> None:
+        self._leases.pop(id(lease), None)
+        self._wake.set()
+
+    @property
+    def running(self) -> bool:
+        """Whether the renewal task is alive."""
+        return self._task is not None and not self._task.done()
+
+    def count(self) -> int:
+        """How many leases are being kept alive."""
+        return len(self._leases)
+
+    async def _run(self) -> None:
+        while True:
+            leases = [lease for ref in list(self._leases.values()) if (lease := ref()) is not None]
+            if not leases:
+                self._task = None
+                return
+            renew, drop, wake = _due(leases, time.monotonic())
+            for lease in drop:
+                self._leases.pop(id(lease), None)
+            if not renew and not drop:
+                self._wake.clear()
+                timeout = max(0.0, wake - time.monotonic())
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), timeout)
+                continue
+            await asyncio.gather(*(lease._renew_once() for lease in renew))
+            del leases, renew, drop
+
+
+_task_renewers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, TaskRenewer] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def task_renewer() -> TaskRenewer:
+    """The renewer of the running event loop (made on first use)."""
+    loop = asyncio.get_running_loop()
+    renewer = _task_renewers.get(loop)
+    if renewer is None:
+        renewer = _task_renewers[loop] = TaskRenewer()
+    return renewer

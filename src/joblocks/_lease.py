@@ -1,0 +1,385 @@
+"""Leases as objects: what both faces share, and the sync ``Lease``.
+
+A lease is one grant of a lock: key, holder and fencing token. It knows when it runs
+out (by this process's monotonic clock, measured from just before the grant was
+asked for, so it never thinks it holds longer than the database does), can be
+refreshed and released, can check with the database that it still holds, and gives
+a SQL condition that fences a write to the time it holds.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any, Callable
+
+from sqlalchemy import Table, exists
+from sqlalchemy.sql.elements import ColumnElement
+
+from . import _events, _ops, _validate
+from ._clock import db_now_ms
+from ._errors import LeaseLost, LockBackendError
+from ._records import from_ms
+
+if TYPE_CHECKING:
+    from ._model import JobLockModel
+
+log = logging.getLogger("joblocks")
+
+
+class LeaseBase:
+    """State and logic shared by :class:`Lease` and ``joblocks.aio.Lease``."""
+
+    key: str
+    holder: str
+    token: int
+    acquired_at: datetime
+    expires_at: datetime
+    ttl_ms: int
+
+    def __init__(
+        self,
+        *,
+        table: Table,
+        key: str,
+        holder: str,
+        grant: _ops.Grant,
+        sent_at: float,
+        ttl_ms: int,
+        min_hold_ms: int,
+        max_hold_ms: int | None,
+        renew_every_ms: int | None,
+        on_lost: Callable[[Any], None] | None,
+    ) -> None:
+        self._table = table
+        self.key = key
+        self.holder = holder
+        self.token = grant.fence
+        self.ttl_ms = ttl_ms
+        # Without times from the database (MySQL, when not asked for), this process's
+        # wall clock stands in for the record; exclusion never depends on it.
+        acquired = grant.acquired_ms
+        if acquired is None:
+            acquired = int(time.time() * 1000)
+        expires = grant.expires_ms if grant.expires_ms is not None else acquired + ttl_ms
+        self.acquired_at = from_ms(acquired)
+        self.expires_at = from_ms(expires)
+        self._started = sent_at
+        self._deadline = sent_at + ttl_ms / 1000
+        self._min_hold_ms = min_hold_ms
+        self._max_hold_until = None if max_hold_ms is None else sent_at + max_hold_ms / 1000
+        self._renew_every = (renew_every_ms if renew_every_ms is not None else ttl_ms / 3) / 1000
+        self.next_renewal = sent_at + self._renew_every
+        self._on_lost = on_lost
+        self._state_lock = threading.Lock()
+        self._lost_reason: str | None = None
+        self._released = False
+        self.keepalive = False
+
+    # -- state ------------------------------------------------------------------------
+
+    @property
+    def lost(self) -> bool:
+        """True once the lease is known lost (refused renewal or refresh, ran out, released)."""
+        return self._lost_reason is not None
+
+    @property
+    def lost_reason(self) -> str | None:
+        """Why the lease was lost, or None."""
+        return self._lost_reason
+
+    @property
+    def released(self) -> bool:
+        """True once :meth:`release` was called."""
+        return self._released
+
+    @property
+    def held_for(self) -> timedelta:
+        """How long ago the lease was asked for (by this process's monotonic clock)."""
+        return timedelta(seconds=time.monotonic() - self._started)
+
+    def remaining(self) -> timedelta:
+        """How long the lease still holds, at most (zero once lost, released or run out).
+
+        Measured on this process's monotonic clock from just before the grant (or the
+        last renewal) was sent, so it is never longer than the database's view.
+        """
+        if self._lost_reason is not None or self._released:
+            return timedelta(0)
+        return timedelta(seconds=max(0.0, self._deadline - time.monotonic()))
+
+    def is_held_clause(self) -> ColumnElement[bool]:
+        """A SQL condition true only while this lease holds, by the database's clock.
+
+        Add it to the WHERE of your own UPDATE/DELETE/INSERT … SELECT in the same
+        database: the write happens only if the row still has this holder and token
+        and has not expired — a fenced write. An expired lease fences nothing, even
+        before anyone takes it over::
+
+            conn.execute(
+                update(invoices)
+                .where(invoices.c.state == "due", lease.is_held_clause())
+                .values(state="sent")
+            )
+        """
+        t = self._table
+        return exists().where(
+            t.c.id == self.key,
+            t.c.holder == self.holder,
+            t.c.fence == self.token,
+            t.c.expires_at > db_now_ms(),
+        )
+
+    def __repr__(self) -> str:
+        state = "lost" if self.lost else "released" if self._released else "held"
+        return (
+            f"<{type(self).__qualname__} key={self.key!r} token={self.token} {state} "
+            f"remaining={self.remaining().total_seconds():.3f}s>"
+        )
+
+    # -- transitions (called by the faces and the renewers) -----------------------------
+
+    def _renewed(self, expires_ms: int, sent_at: float, ttl_ms: int) -> None:
+        with self._state_lock:
+            self._deadline = sent_at + ttl_ms / 1000
+            self.expires_at = from_ms(expires_ms)
+            self.next_renewal = sent_at + self._renew_every
+
+    def _mark_lost(self, reason: str) -> bool:
+        """Record the loss once; True the first time."""
+        with self._state_lock:
+            if self._lost_reason is not None or self._released:
+                return False
+            self._lost_reason = reason
+        log.warning("joblocks: lease on %r (token %d) lost: %s", self.key, self.token, reason)
+        _events.emit("lost", self.key, self.holder, token=self.token)
+        if self._on_lost is not None:
+            try:
+                self._on_lost(self)
+            except Exception:
+                log.exception("joblocks: on_lost callback for %r failed", self.key)
+        return True
+
+    def _begin_release(self) -> bool:
+        """Mark released; False when it already was."""
+        with self._state_lock:
+            if self._released:
+                return False
+            self._released = True
+            return True
+
+    def _lost_error(self) -> LeaseLost:
+        return LeaseLost(self.key, self._lost_reason or "released")
+
+    def _check_ran_out(self) -> None:
+        if self._lost_reason is None and not self._released and time.monotonic() >= self._deadline:
+            self._expire()
+
+    def _expire(self) -> None:
+        capped = self._max_hold_until is not None and time.monotonic() >= self._max_hold_until
+        self._mark_lost(
+            "max_hold reached: renewals stopped and the lease ran out"
+            if capped
+            else "the lease ran out before a renewal landed"
+        )
+
+    # -- renewal schedule (both renewers) -------------------------------------------
+
+    def _renewal_due(self, now: float) -> str:
+        """What the renewer should do now: ``renew``, ``wait``, ``expire`` or ``drop``."""
+        if self._released or self._lost_reason is not None:
+            return "drop"
+        if now >= self._deadline:
+            return "expire"
+        if self._max_hold_until is not None and now >= self._max_hold_until:
+            return "expire" if now >= self._deadline else "wait"
+        return "renew" if now >= self.next_renewal else "wait"
+
+    def _next_wakeup(self) -> float:
+        capped = self._max_hold_until is not None and self.next_renewal >= self._max_hold_until
+        return self._deadline if capped else min(self.next_renewal, self._deadline)
+
+    def _after_failed_renewal(self, now: float) -> None:
+        # Try again soon, well before the lease runs out.
+        self.next_renewal = now + max(0.02, min(self._renew_every, (self._deadline - now) / 3))
+
+
+class Lease(LeaseBase):
+    """One grant of a lock (sync face). Use as a context manager to release on exit."""
+
+    def __init__(self, model: JobLockModel, **state: Any) -> None:
+        super().__init__(table=model.table, **state)
+        self._model = model
+
+    def refresh(self, ttl: _validate.Duration | None = None) -> bool:
+        """Extend the lease to now + ``ttl`` (default: its ttl), by the database's clock.
+
+        False (and the lease is marked lost) when the row is gone, another holder's, or
+        another grant's.
+        """
+        ttl_ms = self.ttl_ms if ttl is None else _validate.duration_ms(ttl, "ttl")
+        if self._released:
+            return False
+        sent = time.monotonic()
+        expires = self._model._call(
+            "refresh", _ops.refresh_lease, self.key, self.holder, self.token, ttl_ms
+        )
+        if expires is None:
+            self._mark_lost("refresh refused: the row is gone or another holder's")
+            return False
+        self._renewed(expires, sent, ttl_ms)
+        return True
+
+    def release(self) -> bool:
+        """Let the lease go (kept until acquired_at + min_hold when younger than that).
+
+        True when the row was still this grant's; False when it was no longer ours (it
+        expired and was taken, or deleted) — nothing is deleted then.
+        """
+        if not self._begin_release():
+            return False
+        from . import _keepalive
+
+        _keepalive.thread_renewer.remove(self)
+        try:
+            released = self._model._call(
+                "release",
+                _ops.release_lease,
+                self.key,
+                self.holder,
+                self.token,
+                self._min_hold_ms,
+            )
+        except LockBackendError as exc:
+            _events.emit("error", self.key, self.holder, token=self.token, error=exc)
+            raise
+        held_ms = (time.monotonic() - self._started) * 1000
+        _events.emit("released", self.key, self.holder, token=self.token, held_ms=held_ms)
+        return bool(released)
+
+    def ensure_held(self) -> None:
+        """Raise :class:`~joblocks.LeaseLost` unless the database still has this grant live."""
+        if self._lost_reason is not None or self._released:
+            raise self._lost_error()
+        if not self._model._call("check lease", _ops.is_held, self.key, self.holder, self.token):
+            self._mark_lost("the row is gone, expired or another holder's")
+            raise self._lost_error()
+
+    def _renew_once(self) -> None:
+        """One renewal by the keep-alive thread; never raises."""
+        sent = time.monotonic()
+        try:
+            expires = self._model._call(
+                "renew", _ops.refresh_lease, self.key, self.holder, self.token, self.ttl_ms
+            )
+        except Exception as exc:
+            _events.emit("error", self.key, self.holder, token=self.token, error=exc)
+            log.warning("joblocks: renewing %r failed: %s", self.key, exc)
+            self._check_ran_out()
+            self._after_failed_renewal(time.monotonic())
+            return
+        if expires is None:
+            self._mark_lost("renewal refused: the row is gone or another holder's")
+            return
+        self._renewed(expires, sent, self.ttl_ms)
+        _events.emit("renewed", self.key, self.holder, token=self.token)
+
+    def __enter__(self) -> Lease:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        if not self._released:
+            self.release()
+
+
+class LeaseOptions:
+    """Validated options of ``try_lease``/``lease``/``run_with_lock`` (shared by both faces)."""
+
+    __slots__ = (
+        "holder",
+        "keepalive",
+        "max_hold_ms",
+        "min_hold_ms",
+        "on_lost",
+        "renew_every_ms",
+        "wait_ms",
+    )
+
+    def __init__(
+        self,
+        *,
+        ttl_ms: int,
+        holder: str | None,
+        keepalive: bool,
+        renew_every: _validate.Duration | None,
+        min_hold: _validate.Duration | None,
+        wait: _validate.Duration | None,
+        on_lost: Callable[[Any], None] | None,
+        max_hold: _validate.Duration | None,
+    ) -> None:
+        from ._identity import worker_id
+
+        self.holder = worker_id() if holder is None else _validate.holder(holder)
+        if not isinstance(keepalive, bool):
+            raise TypeError(f"keepalive must be a bool, not {type(keepalive).__name__}")
+        self.keepalive = keepalive
+        self.renew_every_ms = (
+            None if renew_every is None else _validate.duration_ms(renew_every, "renew_every")
+        )
+        self.max_hold_ms = None if max_hold is None else _validate.duration_ms(max_hold, "max_hold")
+        if not keepalive and (renew_every is not None or max_hold is not None):
+            raise ValueError("renew_every and max_hold need keepalive=True")
+        if self.renew_every_ms is not None and self.renew_every_ms >= ttl_ms:
+            raise ValueError(
+                f"renew_every ({self.renew_every_ms} ms) must be shorter than ttl ({ttl_ms} ms)"
+            )
+        self.min_hold_ms = (
+            0 if min_hold is None else _validate.duration_ms(min_hold, "min_hold", allow_zero=True)
+        )
+        self.wait_ms = (
+            None if wait is None else _validate.duration_ms(wait, "wait", allow_zero=True)
+        )
+        if on_lost is not None and not callable(on_lost):
+            raise TypeError(f"on_lost must be callable, not {type(on_lost).__name__}")
+        self.on_lost = on_lost
+
+    def lease_state(
+        self, key: str, grant: _ops.Grant, sent_at: float, ttl_ms: int
+    ) -> dict[str, Any]:
+        return {
+            "key": key,
+            "holder": self.holder,
+            "grant": grant,
+            "sent_at": sent_at,
+            "ttl_ms": ttl_ms,
+            "min_hold_ms": self.min_hold_ms,
+            "max_hold_ms": self.max_hold_ms,
+            "renew_every_ms": self.renew_every_ms,
+            "on_lost": self.on_lost,
+        }
+
+
+def next_pause(attempt: int, started: float, wait_ms: int | None) -> float | None:
+    """Seconds to sleep before the next try, or None when the wait is over (or none)."""
+    import random
+
+    from ._backoff import delay_ms
+
+    if wait_ms is None:
+        return None
+    remaining = wait_ms - (time.monotonic() - started) * 1000
+    if remaining <= 0:
+        return None
+    pause = delay_ms(attempt, remaining, random.random())  # noqa: S311 - jitter, not crypto
+    return max(min(1.0, remaining), pause) / 1000
+
+
+def fill_times(grant: _ops.Grant, row: Any) -> tuple[_ops.Grant, bool]:
+    """A grant without times (MySQL) completed from a peeked row; False if not ours."""
+    if row is None or row.fence != grant.fence:
+        return grant, False
+    acquired = round(row.acquired_at.timestamp() * 1000)
+    expires = round(row.expires_at.timestamp() * 1000)
+    return _ops.Grant(grant.fence, acquired, expires), True
