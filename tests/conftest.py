@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import os
+import threading
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -102,8 +103,11 @@ class SyncFace:
     def __getattr__(self, name: str) -> Any:
         return getattr(self.model, name)
 
-    def run_with_lock(self, key: str, ttl: Any, work: Callable[[], Any]) -> bool:
-        return joblocks.run_with_lock(key, ttl, work, model=self.model)
+    def run_with_lock(self, key: str, ttl: Any, work: Callable[[], Any], **options: Any) -> bool:
+        return joblocks.run_with_lock(key, ttl, work, model=self.model, **options)
+
+    def lease(self, key: str, ttl: Any, **options: Any) -> Any:
+        return joblocks.lease(key, ttl, model=self.model, **options)
 
     def close(self) -> None:
         if not self.model._hold:
@@ -112,7 +116,11 @@ class SyncFace:
 
 
 class AioFace:
-    """The asyncio model, each coroutine run to completion on the test's own loop."""
+    """The asyncio model, driven from the test's thread.
+
+    The event loop runs in a thread of its own for the whole test, as in an application,
+    so keep-alive tasks run while the test sleeps; each coroutine is submitted to it.
+    """
 
     face = "aio"
 
@@ -121,31 +129,59 @@ class AioFace:
         self.loop = loop
 
     def __getattr__(self, name: str) -> Any:
-        attr = getattr(self.model, name)
-        if not inspect.iscoroutinefunction(attr):
-            return attr
+        return _sync_view(getattr(self.model, name), self.loop)
 
-        def call(*args: Any, **kwargs: Any) -> Any:
-            return self._run(attr(*args, **kwargs))
-
-        return call
-
-    def _run(self, coro: Any) -> Any:
-        if self.loop.is_running():
-            # Called from work() running in a worker thread while the loop runs.
-            return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
-        return self.loop.run_until_complete(coro)
-
-    def run_with_lock(self, key: str, ttl: Any, work: Callable[[], Any]) -> bool:
+    def run_with_lock(self, key: str, ttl: Any, work: Callable[[], Any], **options: Any) -> bool:
         async def awork() -> None:
-            # In a thread, so that work() may drive this face again (peek, nesting).
+            # In a worker thread, so that work() may drive this face again (peek, nesting).
             await asyncio.get_running_loop().run_in_executor(None, work)
 
-        return bool(self._run(joblocks.aio.run_with_lock(key, ttl, awork, model=self.model)))
+        coro = joblocks.aio.run_with_lock(key, ttl, awork, model=self.model, **options)
+        return bool(run_on(self.loop, coro))
+
+    def lease(self, key: str, ttl: Any, **options: Any) -> Any:
+        held = run_on(self.loop, self.model.try_lease(key, ttl, **options))
+        if held is None:
+            raise joblocks.LockNotAcquired(key)
+        return _sync_view(held, self.loop)
 
     def close(self) -> None:
         assert self.model.engine.sync_engine.pool.checkedout() == 0, "a pooled connection leaked"
-        self.loop.run_until_complete(self.model.dispose())
+        run_on(self.loop, self.model.dispose())
+
+
+def run_on(loop: asyncio.AbstractEventLoop, coro: Any) -> Any:
+    return asyncio.run_coroutine_threadsafe(coro, loop).result(timeout=60)
+
+
+class _SyncView:
+    """An asyncio object whose coroutine methods are called synchronously."""
+
+    def __init__(self, target: Any, loop: asyncio.AbstractEventLoop) -> None:
+        self._target = target
+        self._loop = loop
+
+    def __getattr__(self, name: str) -> Any:
+        return _sync_view(getattr(self._target, name), self._loop)
+
+    def __enter__(self) -> Any:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        run_on(self._loop, self._target.__aexit__(*exc))
+
+
+def _sync_view(attr: Any, loop: asyncio.AbstractEventLoop) -> Any:
+    if isinstance(attr, joblocks.aio.Lease):
+        return _SyncView(attr, loop)
+    if not inspect.iscoroutinefunction(attr):
+        return attr
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        result = run_on(loop, attr(*args, **kwargs))
+        return _SyncView(result, loop) if isinstance(result, joblocks.aio.Lease) else result
+
+    return call
 
 
 @pytest.fixture(params=("sync", "aio"))
@@ -158,6 +194,10 @@ def make_model(face: str, db_url: str, table_name: str) -> Iterator[Callable[...
     """Build models of the test's face on the test's database and table; closed after."""
     made: list[Any] = []
     loop = asyncio.new_event_loop() if face == "aio" else None
+    thread = None
+    if loop is not None:
+        thread = threading.Thread(target=loop.run_forever, name="test-loop", daemon=True)
+        thread.start()
 
     def make(**options: Any) -> Any:
         options.setdefault("table_name", table_name)
@@ -174,7 +214,9 @@ def make_model(face: str, db_url: str, table_name: str) -> Iterator[Callable[...
         for wrapped in made:
             wrapped.close()
     finally:
-        if loop is not None:
+        if loop is not None and thread is not None:
+            loop.call_soon_threadsafe(loop.stop)
+            thread.join(timeout=10)
             loop.close()
 
 

@@ -53,6 +53,11 @@ class ExactText(TypeDecorator[str]):
             return dialect.type_descriptor(VARBINARY(self.length))
         return dialect.type_descriptor(String(self.length))
 
+    def process_bind_param(self, value: Any, dialect: Dialect) -> Any:
+        if isinstance(value, str) and dialect.name in ("mysql", "mariadb"):
+            return value.encode("utf-8")
+        return value
+
     def process_result_value(self, value: Any, dialect: Dialect) -> str | None:
         text: str | None = decode_text(value)
         return text
