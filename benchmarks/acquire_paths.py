@@ -54,7 +54,7 @@ if str(ROOT) not in sys.path:
 
 import sqlalchemy  # noqa: E402
 from sqlalchemy import make_url  # noqa: E402
-from tests._servers import Server, start_mariadb, start_postgres  # noqa: E402
+from tests._servers import Server, ServerUnavailable, start_mariadb, start_postgres  # noqa: E402
 
 import joblocks  # noqa: E402
 import joblocks.aio  # noqa: E402
@@ -281,11 +281,20 @@ class _RetryCounter(logging.Handler):
 
     def __init__(self) -> None:
         super().__init__(logging.DEBUG)
-        self.count = 0
+        self.counting = False
+        self.kinds: collections.Counter[str] = collections.Counter()
 
     def emit(self, record: logging.LogRecord) -> None:
-        if RETRY_MESSAGE in record.getMessage():
-            self.count += 1
+        message = record.getMessage()
+        if self.counting and RETRY_MESSAGE in message:
+            self.kinds[_short(message.split(RETRY_MESSAGE, 1)[1].lstrip(": "))] += 1
+
+
+def _short(detail: str) -> str:
+    """One line: the driver error and the statement's first word, no parameters."""
+    text, _, sql = " ".join(detail.split()).partition(" [SQL: ")
+    verb = sql.split(" ", 1)[0]
+    return f"{text[:120]} (in {verb})" if verb else text[:160]
 
 
 def _worker_main(
@@ -326,31 +335,33 @@ def _contend(
         job["url"], table_name=job["table"], acquire_path=job["path"], create_table=False
     )
     holder = holder_name(f"w{index}")
-    wins = attempts = errors = 0
+    wins = attempts = errors = lost = 0
     kinds: collections.Counter[str] = collections.Counter()
+    retries.counting = False
+    retries.kinds.clear()
     try:
         model.now_ms()  # open the connection before the clock
         results.put(("ready", index, None))
         go.wait()
         start, end = window[0], window[1]
         counting = False
-        retries_at_start = retries.count
         while True:
             now = time.monotonic()
             if now >= end:
                 break
             if not counting and now >= start:
                 counting = True
-                retries_at_start = retries.count
+                retries.counting = True
             try:
                 won = model.acquire(KEY, TTL_MS, holder)
-                if won:
-                    model.release(KEY, holder)
+                # The lease (TTL_MS) cannot expire within the run: a release that finds
+                # no row of ours means someone else took a live lease.
+                if won and not model.release(KEY, holder) and counting:
+                    lost += 1
             except Exception as exc:
                 if counting:
                     errors += 1
-                    first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-                    kinds[f"{type(exc).__name__}: {first[:160]}"] += 1
+                    kinds[f"{type(exc).__name__}: {_short(str(exc))}"] += 1
                 continue
             if counting:
                 attempts += 1
@@ -362,7 +373,9 @@ def _contend(
             "wins": wins,
             "attempts": attempts,
             "errors": errors,
-            "retries": retries.count - retries_at_start,
+            "retries": sum(retries.kinds.values()),
+            "retry_kinds": dict(retries.kinds),
+            "lost_releases": lost,
             "error_kinds": dict(kinds),
         }
     finally:
@@ -436,8 +449,10 @@ class WorkerPool:
             else:
                 outcomes.append(payload)
         kinds: collections.Counter[str] = collections.Counter()
+        retry_kinds: collections.Counter[str] = collections.Counter()
         for o in outcomes:
             kinds.update(o["error_kinds"])
+            retry_kinds.update(o["retry_kinds"])
         wins = [o["wins"] for o in outcomes]
         return {
             "workers": len(self.procs),
@@ -449,6 +464,8 @@ class WorkerPool:
             "max_wins": max(wins, default=0),
             "errors": sum(o["errors"] for o in outcomes),
             "retries": sum(o["retries"] for o in outcomes),
+            "retry_kinds": dict(retry_kinds.most_common(5)),
+            "lost_releases": sum(o["lost_releases"] for o in outcomes),
             "error_kinds": dict(kinds.most_common(5)),
             "leftover_rows": leftover,
         }
@@ -599,11 +616,15 @@ def render(db: str, res: dict[str, Any], seconds: float) -> str:
                 _num(c, "max_wins", "{:,}"),
                 _num(c, "errors", "{:,}"),
                 _num(c, "retries", "{:,}"),
+                _num(c, "lost_releases", "{:,}"),
                 _num(c, "leftover_rows", "{:,}"),
             ]
         )
-        for kind, count in c.get("error_kinds", {}).items():
-            notes.append(f"    {path}: {count} × {kind}")
+        notes.extend(f"    {path}: {n} × {kind}" for kind, n in c.get("error_kinds", {}).items())
+        notes.extend(
+            f"    {path}: {n} retried inside joblocks × {kind}"
+            for kind, n in c.get("retry_kinds", {}).items()
+        )
         notes.extend(
             f"    {path}: worker failed: {failure.strip().splitlines()[-1]}"
             for failure in c.get("worker_failures", [])
@@ -621,13 +642,19 @@ def render(db: str, res: dict[str, Any], seconds: float) -> str:
                 "max wins/proc",
                 "errors",
                 "retries",
+                "lost",
                 "rows left",
             ],
             rows,
         )
     )
+    parts.append(
+        "  (errors: exceptions out of acquire/release; retries: transient errors joblocks\n"
+        "   retried itself; lost: a won lease whose release found no row of ours; rows\n"
+        "   left: rows in the table after the run)"
+    )
     if notes:
-        parts.append("  errors seen:\n" + "\n".join(notes))
+        parts.append("  errors and retries seen:\n" + "\n".join(notes))
 
     rows = []
     for path, m in paths.items():
@@ -756,11 +783,15 @@ def main(argv: list[str] | None = None) -> int:
                     continue
                 print(f"starting throwaway {db} ...", flush=True)
                 start = start_postgres if db == "postgresql" else start_mariadb
-                server = start(Path(tmp) / db)
+                try:
+                    server = start(Path(tmp) / db)
+                except ServerUnavailable as exc:
+                    print(f"  skipping {db}: {exc}", flush=True)
+                    continue
                 servers.append(server)
                 urls[db] = server.url
             pool = WorkerPool(WORKERS)
-            for db in args.databases:
+            for db in urls:
                 results[db] = bench_database(db, urls[db], pool, seconds, warmup)
                 print(render(db, results[db], seconds), flush=True)
         finally:

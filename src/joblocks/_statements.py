@@ -34,7 +34,7 @@ ACQUIRE_PATHS: tuple[AcquirePath, ...] = ("upsert", "update_insert", "portable")
 
 #: The path each dialect uses unless told otherwise (see docs/performance.md).
 DEFAULT_PATH: dict[str, AcquirePath] = {
-    "postgresql": "update_insert",
+    "postgresql": "upsert",
     "sqlite": "upsert",
     "mysql": "upsert",
 }
