@@ -167,7 +167,6 @@ def create(url: URL, *, asynchronous: bool) -> Engine | AsyncEngine:
 def _sqlite_pragmas(dbapi_connection: Any, record: ConnectionPoolEntry) -> None:
     cursor = dbapi_connection.cursor()
     try:
-        cursor.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}")
         cursor.execute("PRAGMA journal_mode = WAL")
         cursor.execute("PRAGMA synchronous = NORMAL")
     finally:
