@@ -272,3 +272,15 @@ def test_leases_survive_a_database_restart_and_the_model_reconnects(
     assert later is not None
     assert later > fence  # tokens keep growing across the restart
     model.dispose()
+
+
+def test_the_sync_face_does_not_need_greenlet() -> None:
+    # SQLAlchemy's asyncio support needs greenlet, an optional extra of joblocks.
+    code = (
+        "import sys, joblocks, tempfile, os\n"
+        "m = joblocks.JobLockModel('sqlite:///' + os.path.join(tempfile.mkdtemp(), 'l.db'))\n"
+        "assert m.acquire('job', 1000, 'w1')\n"
+        "print('sqlalchemy.ext.asyncio' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import logging
 import random
-from typing import Any, Union
+from typing import TYPE_CHECKING, Any, Union, cast
 
 from sqlalchemy import URL, Engine, MetaData, Table
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 from . import _engines, _validate
 from ._schema import build_table
@@ -15,7 +14,10 @@ from ._statements import AcquirePath, Statements, build
 
 log = logging.getLogger("joblocks")
 
-Database = Union[str, URL, Engine, AsyncEngine, None]
+if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncEngine
+
+Database = Union[str, URL, Engine, "AsyncEngine", None]
 
 #: Deadlocks and serialization failures are retried this many times in all.
 TRANSIENT_ATTEMPTS = 8
@@ -55,19 +57,21 @@ class ModelCore:
         if not isinstance(errors_as_taken, bool):
             raise TypeError(f"errors_as_taken must be a bool, not {type(errors_as_taken).__name__}")
         face = "joblocks.aio.JobLockModel" if asynchronous else "joblocks.JobLockModel"
-        if isinstance(database, AsyncEngine) and not asynchronous:
+        is_async = _engines.is_async_engine(database)
+        if is_async and not asynchronous:
             raise TypeError("database is an AsyncEngine: use joblocks.aio.JobLockModel for asyncio")
         if isinstance(database, Engine) and asynchronous:
             raise TypeError(
                 "database is a sync Engine: use joblocks.JobLockModel, or pass an "
                 f"AsyncEngine or a URL to {face}"
             )
-        if isinstance(database, (Engine, AsyncEngine)):
-            _engines.ensure_usable(database)
-            engine: Any = database.execution_options(isolation_level="AUTOCOMMIT")
+        if isinstance(database, Engine) or is_async:
+            given = cast("Engine | AsyncEngine", database)
+            _engines.ensure_usable(given)
+            engine: Any = given.execution_options(isolation_level="AUTOCOMMIT")
             self.owns_engine = False
         else:
-            url, _source = _engines.resolve(database)
+            url, _source = _engines.resolve(cast("str | URL | None", database))
             engine = _engines.create(url, asynchronous=asynchronous)
             self.owns_engine = True
         dialect = engine.dialect

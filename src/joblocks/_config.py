@@ -7,13 +7,15 @@ from collections.abc import Mapping
 from typing import Any, Callable, Generic, TypeVar
 
 from sqlalchemy import URL, Engine
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 from ._base import Database
+from ._engines import is_async_engine
 
 M = TypeVar("M")
 
-_SPEC_TYPES = (str, URL, Engine, AsyncEngine)
+
+def _is_spec(value: object) -> bool:
+    return isinstance(value, (str, URL, Engine)) or is_async_engine(value)
 
 
 class Registry(Generic[M]):
@@ -39,7 +41,7 @@ class Registry(Generic[M]):
         instances: Mapping[str, Database] | None = None,
         options: dict[str, Any] | None = None,
     ) -> None:
-        if default is not None and not isinstance(default, _SPEC_TYPES):
+        if default is not None and not _is_spec(default):
             raise TypeError(
                 "default must be a URL string, a sqlalchemy URL, an Engine or None, "
                 f"not {type(default).__name__}"
@@ -48,7 +50,7 @@ class Registry(Generic[M]):
         for name, spec in (instances or {}).items():
             if not isinstance(name, str) or not name:
                 raise ValueError(f"instances: names must be non-empty str, got {name!r}")
-            if not isinstance(spec, _SPEC_TYPES):
+            if not _is_spec(spec):
                 raise TypeError(
                     f"instances[{name!r}] must be a URL string, a sqlalchemy URL or an "
                     f"Engine, not {type(spec).__name__}"
@@ -66,7 +68,9 @@ class Registry(Generic[M]):
             if self._specs is None:
                 return None
             urls: dict[str | None, Database] = {
-                k: v for k, v in self._specs.items() if not isinstance(v, (Engine, AsyncEngine))
+                k: v
+                for k, v in self._specs.items()
+                if not (isinstance(v, Engine) or is_async_engine(v))
             }
             return urls, dict(self._options)
 

@@ -13,15 +13,18 @@ import sys
 import time
 import weakref
 from pathlib import Path
-from typing import Any, Optional, Union
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import URL, Engine, create_engine, event, make_url
 from sqlalchemy import exc as sa_exc
-from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.pool import ConnectionPoolEntry
 
 from . import _identity
 from ._errors import translate
+
+if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncEngine
+    from typing_extensions import TypeGuard
 
 #: Environment variable naming the database when ``configure()`` was not called.
 ENV_URL = "JOBLOCKS_URL"
@@ -151,10 +154,13 @@ def create(url: URL, *, asynchronous: bool) -> Engine | AsyncEngine:
             del connect_args[name]
     kwargs["connect_args"] = connect_args
     with translate("create engine", mask(url)):
-        engine: Engine | AsyncEngine = (
-            create_async_engine(url, **kwargs) if asynchronous else create_engine(url, **kwargs)
-        )
-    sync_engine = engine.sync_engine if isinstance(engine, AsyncEngine) else engine
+        if asynchronous:
+            from sqlalchemy.ext.asyncio import create_async_engine
+
+            engine: Engine | AsyncEngine = create_async_engine(url, **kwargs)
+        else:
+            engine = create_engine(url, **kwargs)
+    sync_engine = engine.sync_engine if is_async_engine(engine) else engine
     if backend == "sqlite":
         event.listen(sync_engine, "connect", _sqlite_pragmas)
     else:
@@ -211,12 +217,12 @@ def owned(engine: Engine | AsyncEngine | None) -> bool:
     """Whether joblocks made this engine (and so may dispose of it)."""
     if engine is None:
         return False
-    sync_engine = engine.sync_engine if isinstance(engine, AsyncEngine) else engine
+    sync_engine = engine.sync_engine if is_async_engine(engine) else engine
     return sync_engine in _owned
 
 
-def now_monotonic() -> float:
-    return time.monotonic()
-
-
-OptionalEngine = Optional[Union[Engine, AsyncEngine]]
+def is_async_engine(obj: object) -> TypeGuard[AsyncEngine]:
+    """Whether ``obj`` is an ``AsyncEngine``, without importing SQLAlchemy's asyncio
+    support (which needs greenlet) when nothing asynchronous was ever made."""
+    module = sys.modules.get("sqlalchemy.ext.asyncio")
+    return module is not None and isinstance(obj, module.AsyncEngine)
