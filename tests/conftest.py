@@ -62,6 +62,21 @@ def pytest_configure(config: pytest.Config) -> None:
     config._joblocks_servers = {}  # type: ignore[attr-defined]
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--long",
+        action="store_true",
+        default=False,
+        help="run the reliability and race scenarios at their full sizes (minutes)",
+    )
+
+
+@pytest.fixture(scope="session")
+def long_run(request: pytest.FixtureRequest) -> bool:
+    """True with ``--long``: scenarios use their full sizes instead of the CI sizes."""
+    return bool(request.config.getoption("--long"))
+
+
 @pytest.fixture(scope="session")
 def pg_server(request: pytest.FixtureRequest) -> Server:
     return _server_or_skip(request, "postgresql", start_postgres)
