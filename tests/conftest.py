@@ -125,8 +125,8 @@ class SyncFace:
         return joblocks.lease(key, ttl, model=self.model, **options)
 
     def close(self) -> None:
-        if not self.model._hold:
-            assert self.model.engine.pool.checkedout() == 0, "a pooled connection leaked"
+        cached = len(self.model._cache) if self.model._cache is not None else 0
+        assert self.model.engine.pool.checkedout() == cached, "a pooled connection leaked"
         self.model.dispose()
 
 

@@ -205,7 +205,7 @@ def test_keepalive_reports_a_takeover_lost(model: Any, key: str) -> None:
 
 
 def test_max_hold_ends_renewals(model: Any, key: str) -> None:
-    held = model.try_lease(key, 200, keepalive=True, renew_every=50, max_hold=400)
+    held = model.try_lease(key, 600, keepalive=True, renew_every=50, max_hold=300)
     assert wait_until(lambda: held.lost, timeout=3.0)
     assert "max_hold" in held.lost_reason
     assert model.acquire(key, 1_000, "next") is True

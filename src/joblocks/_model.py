@@ -12,8 +12,9 @@ from typing import Any, Callable, TypeVar
 from sqlalchemy import Connection
 from sqlalchemy import exc as sa_exc
 
-from . import _events, _identity, _ops, _validate
+from . import _events, _ops, _validate
 from ._base import TRANSIENT_ATTEMPTS, Database, ModelCore, log, transient_pause
+from ._connections import ConnectionCache
 from ._errors import LockBackendError, LockExistsError, translate
 from ._keepalive import thread_renewer
 from ._lease import Lease, LeaseOptions, fill_times, next_pause
@@ -22,17 +23,6 @@ from ._schema import JOB_LOCKS_TABLE_NAME, ensure_table
 from ._statements import AcquirePath
 
 T = TypeVar("T")
-
-_generation = 0  # bumped in a forked child: connections held before the fork are dropped
-_abandoned: list[Any] = []  # the parent's connections: never used, never closed, in a child
-
-
-def _after_fork() -> None:
-    global _generation
-    _generation += 1
-
-
-_identity.on_fork(_after_fork)
 
 
 class JobLockModel(ModelCore):
@@ -46,8 +36,9 @@ class JobLockModel(ModelCore):
     return False on them instead, as the reference does.
 
     Thread-safe. Each call runs on its own autocommit connection and never touches a
-    transaction of the caller's; an engine that joblocks made itself from a SQLite URL
-    keeps one connection per thread.
+    transaction of the caller's. An engine joblocks made itself (from a URL) keeps its
+    idle connections between calls; an engine you pass in gets every connection back
+    in its pool after each call.
     """
 
     def __init__(
@@ -69,33 +60,23 @@ class JobLockModel(ModelCore):
             errors_as_taken=errors_as_taken,
             acquire_path=acquire_path,
         )
-        self._local = threading.local()
-        self._hold = self.owns_engine and self.engine.dialect.name == "sqlite"
+        self._cache = (
+            ConnectionCache(self.engine, ping=self.engine.dialect.name != "sqlite")
+            if self.owns_engine
+            else None
+        )
         self._table_lock = threading.Lock()
 
     # -- connections ---------------------------------------------------------------
 
     @contextlib.contextmanager
     def _connection(self) -> Iterator[Connection]:
-        if not self._hold:
-            with self.engine.connect() as fresh:
-                yield fresh
+        if self._cache is not None:
+            with self._cache.connection() as cached:
+                yield cached
             return
-        local = self._local
-        conn: Connection | None = getattr(local, "conn", None)
-        if conn is not None and (local.generation != _generation or conn.invalidated):
-            if local.generation != _generation:
-                _abandoned.append(conn)
-            conn = None
-        if conn is None:
-            conn = local.conn = self.engine.connect()
-            local.generation = _generation
-        try:
-            yield conn
-        except BaseException:
-            if conn.invalidated:
-                local.conn = None
-            raise
+        with self.engine.connect() as fresh:
+            yield fresh
 
     def _call(self, operation: str, fn: Callable[..., T], *args: Any) -> T:
         with translate(operation, self.database):
@@ -132,10 +113,8 @@ class JobLockModel(ModelCore):
 
     def dispose(self) -> None:
         """Close this model's connections (and its engine, if joblocks made it)."""
-        conn = getattr(self._local, "conn", None)
-        if conn is not None:
-            self._local.conn = None
-            conn.close()
+        if self._cache is not None:
+            self._cache.close()
         if self.owns_engine:
             self.engine.dispose()
 

@@ -1,0 +1,102 @@
+"""Connections an engine of joblocks's own keeps between calls (sync face).
+
+A lock operation is one or two short statements; checking a connection out of
+SQLAlchemy's pool and back in costs as much as the statement on a fast database. A
+model whose engine joblocks made itself keeps its idle connections here instead: a
+call takes one (a list pop), uses it, and puts it back. There are never more
+connections than calls that ran at the same time. A connection that sat idle is
+pinged before use (a server may have restarted meanwhile); one that failed is
+dropped; in a forked child the parent's connections are left untouched and unused.
+
+An engine passed in by the user is never cached: its connections go back to its pool
+after every call.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from sqlalchemy import Connection, Engine
+
+from . import _identity
+from ._engines import IDLE_PING_AFTER_S
+
+_generation = 0  # bumped in a forked child
+_abandoned: list[Any] = []  # the parent's connections, in a child: never used nor closed
+
+
+def _after_fork() -> None:
+    global _generation
+    _generation += 1
+
+
+_identity.on_fork(_after_fork)
+
+
+class ConnectionCache:
+    """Idle connections of one engine, reused call after call (thread-safe)."""
+
+    def __init__(self, engine: Engine, *, ping: bool) -> None:
+        self._engine = engine
+        self._ping = ping
+        self._free: list[tuple[Connection, float]] = []
+        self._generation = _generation
+
+    def __len__(self) -> int:
+        return len(self._free)
+
+    @contextlib.contextmanager
+    def connection(self) -> Iterator[Connection]:
+        conn = self._take()
+        try:
+            yield conn
+        except BaseException:
+            if conn.invalidated:
+                with contextlib.suppress(Exception):
+                    conn.close()
+                raise
+            self._free.append((conn, time.monotonic()))
+            raise
+        self._free.append((conn, time.monotonic()))
+
+    def _take(self) -> Connection:
+        if self._generation != _generation:
+            _abandoned.extend(self._free)
+            self._free = []
+            self._generation = _generation
+        while True:
+            try:
+                conn, since = self._free.pop()
+            except IndexError:
+                return self._engine.connect()
+            if conn.invalidated or conn.closed:
+                continue
+            if (
+                self._ping
+                and time.monotonic() - since > IDLE_PING_AFTER_S
+                and not self._alive(conn)
+            ):
+                continue
+            return conn
+
+    def _alive(self, conn: Connection) -> bool:
+        dbapi_connection = conn.connection.dbapi_connection
+        if dbapi_connection is None:
+            return False
+        try:
+            return bool(self._engine.dialect.do_ping(dbapi_connection))
+        except Exception as exc:
+            conn.invalidate(exc)
+            with contextlib.suppress(Exception):
+                conn.close()
+            return False
+
+    def close(self) -> None:
+        """Close every idle connection (back to the pool, which the caller may dispose)."""
+        free, self._free = self._free, []
+        for conn, _since in free:
+            with contextlib.suppress(Exception):
+                conn.close()
