@@ -24,6 +24,11 @@ if TYPE_CHECKING:
     from ._lease import Lease, LeaseBase
 
 
+def _alive(refs: Any) -> list[Any]:
+    """The leases still referenced by their owners."""
+    return [lease for lease in (ref() for ref in refs) if lease is not None]
+
+
 def _due(leases: list[Any], now: float) -> tuple[list[Any], list[Any], float]:
     """Split leases into (to renew, to drop) and say when to wake next."""
     renew: list[LeaseBase] = []
@@ -89,19 +94,22 @@ class ThreadRenewer:
     def _run(self) -> None:
         while True:
             with self._cond:
-                leases = [lease for ref in self._leases.values() if (lease := ref()) is not None]
+                leases = _alive(self._leases.values())
                 if not leases:
                     self._thread = None
                     return
                 renew, drop, wake = _due(leases, time.monotonic())
-                for lease in drop:
-                    self._leases.pop(id(lease), None)
-                if not renew and not drop:
+                for ident in [id(dropped) for dropped in drop]:
+                    self._leases.pop(ident, None)
+                # No strong reference may outlive this point while waiting: a lease
+                # dropped by its owner must be collectable (and so stop being renewed).
+                del leases, drop
+                if not renew:
                     self._cond.wait(max(0.0, wake - time.monotonic()))
                     continue
             for lease in renew:
                 lease._renew_once()
-            del leases, renew, drop
+            del renew, lease
 
     def _after_fork(self) -> None:
         # The thread does not exist in the child; the parent's leases are not ours.
@@ -151,21 +159,22 @@ class TaskRenewer:
 
     async def _run(self) -> None:
         while True:
-            leases = [lease for ref in list(self._leases.values()) if (lease := ref()) is not None]
+            leases = _alive(list(self._leases.values()))
             if not leases:
                 self._task = None
                 return
             renew, drop, wake = _due(leases, time.monotonic())
-            for lease in drop:
-                self._leases.pop(id(lease), None)
-            if not renew and not drop:
+            for ident in [id(dropped) for dropped in drop]:
+                self._leases.pop(ident, None)
+            del leases, drop
+            if not renew:
                 self._wake.clear()
                 timeout = max(0.0, wake - time.monotonic())
                 with contextlib.suppress(asyncio.TimeoutError):
                     await asyncio.wait_for(self._wake.wait(), timeout)
                 continue
             await asyncio.gather(*(lease._renew_once() for lease in renew))
-            del leases, renew, drop
+            del renew
 
 
 _task_renewers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, TaskRenewer] = (

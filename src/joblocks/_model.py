@@ -6,10 +6,11 @@ import builtins
 import contextlib
 import threading
 import time
+import weakref
 from collections.abc import Iterator
 from typing import Any, Callable, TypeVar
 
-from sqlalchemy import Connection
+from sqlalchemy import Connection, Engine
 from sqlalchemy import exc as sa_exc
 
 from . import _events, _ops, _validate
@@ -66,6 +67,9 @@ class JobLockModel(ModelCore):
             else None
         )
         self._table_lock = threading.Lock()
+        # Closed connections when the model is dropped without dispose() (no
+        # ResourceWarning from unclosed SQLite connections, no idle server sessions).
+        weakref.finalize(self, _close, self._cache, self.engine if self.owns_engine else None)
 
     # -- connections ---------------------------------------------------------------
 
@@ -112,11 +116,12 @@ class JobLockModel(ModelCore):
             self.table_ready = True
 
     def dispose(self) -> None:
-        """Close this model's connections (and its engine, if joblocks made it)."""
-        if self._cache is not None:
-            self._cache.close()
-        if self.owns_engine:
-            self.engine.dispose()
+        """Close this model's connections (and its engine, if joblocks made it).
+
+        Also done when the model is garbage collected. The model stays usable: a later
+        call opens connections again.
+        """
+        _close(self._cache, self.engine if self.owns_engine else None)
 
     # -- the reference's four operations -------------------------------------------
 
@@ -286,6 +291,13 @@ class JobLockModel(ModelCore):
     def now_ms(self) -> int:
         """The database server's clock, in epoch milliseconds."""
         return self._call("read clock", _ops.now_ms)
+
+
+def _close(cache: ConnectionCache | None, engine: Engine | None) -> None:
+    if cache is not None:
+        cache.close()
+    if engine is not None:
+        engine.dispose()
 
 
 def _check_state(state: object) -> None:
