@@ -74,6 +74,11 @@ def fence_sequence_name(table_name: str) -> str:
     return f"{table_name}_fence_seq"
 
 
+def fence_sequence(table: Table) -> Sequence:
+    """The fencing SEQUENCE of ``table`` (PostgreSQL, MariaDB), as a schema object."""
+    return Sequence(fence_sequence_name(table.name), schema=table.schema)
+
+
 def fence_counter_name(table_name: str) -> str:
     return f"{table_name}_fence"
 
@@ -92,7 +97,7 @@ def build_table(
     _validate.identifier(table_name, "table_name", _validate.MAX_TABLE_NAME)
     if schema is not None:
         _validate.identifier(schema, "schema")
-    sequence = Sequence(fence_sequence_name(table_name), metadata=metadata, schema=schema)
+    Sequence(fence_sequence_name(table_name), metadata=metadata, schema=schema)
     table = Table(
         table_name,
         metadata,
@@ -104,7 +109,6 @@ def build_table(
         schema=schema,
         comment="joblocks leases: one row per held or expired lock",
     )
-    table.info["joblocks_sequence"] = sequence
     counter = fence_counter_name(table_name)
     for statement in sqlite_counter_ddl(table_name, counter):
         ddl = DDL(statement)  # type: ignore[no-untyped-call]

@@ -27,7 +27,7 @@ from typing import Any, Literal, Union
 from sqlalchemy import Dialect, Table, text
 
 from ._clock import statement_now_sql
-from ._schema import fence_counter_name
+from ._schema import fence_counter_name, fence_sequence
 
 AcquirePath = Literal["upsert", "update_insert", "portable"]
 ACQUIRE_PATHS: tuple[AcquirePath, ...] = ("upsert", "update_insert", "portable")
@@ -126,13 +126,13 @@ def build(dialect: Dialect, table: Table, path: AcquirePath | None = None) -> St
     row = f"{cols}, {now} AS now_ms"
 
     if family == "postgresql":
-        sequence = table.info["joblocks_sequence"]
+        sequence = fence_sequence(table)
         seq_name = prep.format_sequence(sequence)
         nxt = f"nextval('{seq_name}')"
     elif family == "sqlite":
         nxt = f'(SELECT value FROM "{fence_counter_name(table.name)}") + 1'
     else:
-        nxt = f"NEXTVAL({prep.format_sequence(table.info['joblocks_sequence'])})"
+        nxt = f"NEXTVAL({prep.format_sequence(fence_sequence(table))})"
 
     def p(sql: str) -> Prepared:
         return _prepare(dialect, sql)

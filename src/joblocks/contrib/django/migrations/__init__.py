@@ -1,0 +1,1 @@
+"""Migrations of the joblocks Django app: the lock table and its fencing counter."""

@@ -1,0 +1,1 @@
+"""A minimal Django project for the tests of joblocks.contrib.django."""

@@ -1,0 +1,1 @@
+"""An app with management commands that use single_instance_command."""

@@ -1,0 +1,1 @@
+"""Commands: slowjob (holds its lock until told to finish), namedjob (explicit key)."""
