@@ -61,7 +61,20 @@ def blocks_of(page: Path) -> list[str]:
     return found
 
 
-PAGES_WITH_CODE = [p for p in PAGES if blocks_of(p)]
+# Pages whose examples are files of a real project, run by a test of their own.
+TESTED_ELSEWHERE = {
+    "docs/integrations/alembic.md": "tests/integrations2/test_alembic.py runs its env.py and steps",
+}
+
+PAGES_WITH_CODE = [
+    p for p in PAGES if blocks_of(p) and str(p.relative_to(ROOT)) not in TESTED_ELSEWHERE
+]
+
+
+def test_pages_tested_elsewhere_are_read_by_their_test() -> None:
+    for page, test in TESTED_ELSEWHERE.items():
+        test_file = ROOT / test.split()[0]
+        assert Path(page).name in test_file.read_text(encoding="utf-8"), (page, test)
 
 
 @pytest.mark.parametrize(
