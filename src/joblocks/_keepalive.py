@@ -16,7 +16,7 @@ import contextlib
 import threading
 import time
 import weakref
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 from . import _identity
 
@@ -29,10 +29,11 @@ def _alive(refs: Any) -> list[Any]:
     return [lease for lease in (ref() for ref in refs) if lease is not None]
 
 
-def _due(leases: list[Any], now: float) -> tuple[list[Any], list[Any], float]:
-    """Split leases into (to renew, to drop) and say when to wake next."""
+def _due(leases: list[Any], now: float) -> tuple[list[Any], list[Any], list[Any], float]:
+    """Sort leases into (to renew, to drop, run out) and say when to wake next."""
     renew: list[LeaseBase] = []
     drop: list[LeaseBase] = []
+    expired: list[LeaseBase] = []
     wake = now + 3600.0
     for lease in leases:
         action = lease._renewal_due(now)
@@ -41,11 +42,46 @@ def _due(leases: list[Any], now: float) -> tuple[list[Any], list[Any], float]:
         elif action == "drop":
             drop.append(lease)
         elif action == "expire":
-            lease._expire()
+            expired.append(lease)
             drop.append(lease)
         else:
             wake = min(wake, lease._next_wakeup())
-    return renew, drop, wake
+    return renew, drop, expired, wake
+
+
+class _Registry:
+    """Weak references to the leases of one renewer.
+
+    A reference dies when its lease is garbage collected; the death is only noted (a
+    list append, which takes no lock: the collector may run in any thread, even one
+    holding the renewer's lock) and the reference is dropped on the next look.
+    """
+
+    def __init__(self) -> None:
+        self._refs: set[weakref.ref[Any]] = set()
+        self._dead: list[weakref.ref[Any]] = []
+
+    def add(self, lease: Any) -> None:
+        ref = weakref.ref(lease, self._dead.append)
+        lease._renewer_ref = ref
+        self._refs.add(ref)
+
+    def discard(self, lease: Any) -> None:
+        ref = getattr(lease, "_renewer_ref", None)
+        if ref is not None:
+            self._refs.discard(ref)
+
+    def discard_all(self, leases: list[Any]) -> None:
+        for lease in leases:
+            self.discard(lease)
+
+    def refs(self) -> list[weakref.ref[Any]]:
+        while self._dead:
+            self._refs.discard(self._dead.pop())
+        return list(self._refs)
+
+    def __len__(self) -> int:
+        return len(self.refs())
 
 
 class ThreadRenewer:
@@ -53,13 +89,12 @@ class ThreadRenewer:
 
     def __init__(self) -> None:
         self._cond = threading.Condition()
-        self._leases: dict[int, weakref.ref[Any]] = {}
+        self._leases = _Registry()
         self._thread: threading.Thread | None = None
 
     def add(self, lease: Lease) -> None:
         with self._cond:
-            ident = id(lease)
-            self._leases[ident] = weakref.ref(lease, self._forgetter(ident))
+            self._leases.add(lease)
             lease.keepalive = True
             if self._thread is None:
                 self._thread = threading.Thread(
@@ -70,15 +105,8 @@ class ThreadRenewer:
 
     def remove(self, lease: LeaseBase) -> None:
         with self._cond:
-            self._leases.pop(id(lease), None)
+            self._leases.discard(lease)
             self._cond.notify()
-
-    def _forgetter(self, ident: int) -> Callable[[object], None]:
-        def forget(_ref: object) -> None:
-            with self._cond:
-                self._leases.pop(ident, None)
-
-        return forget
 
     @property
     def running(self) -> bool:
@@ -94,27 +122,30 @@ class ThreadRenewer:
     def _run(self) -> None:
         while True:
             with self._cond:
-                leases = _alive(self._leases.values())
+                leases = _alive(self._leases.refs())
                 if not leases:
                     self._thread = None
                     return
-                renew, drop, wake = _due(leases, time.monotonic())
-                for ident in [id(dropped) for dropped in drop]:
-                    self._leases.pop(ident, None)
+                renew, drop, expired, wake = _due(leases, time.monotonic())
+                self._leases.discard_all(drop)
                 # No strong reference may outlive this point while waiting: a lease
                 # dropped by its owner must be collectable (and so stop being renewed).
                 del leases, drop
-                if not renew:
+                if not renew and not expired:
                     self._cond.wait(max(0.0, wake - time.monotonic()))
                     continue
+            # Outside the lock: these call back into user code (on_lost, listeners).
+            for lease in expired:
+                lease._expire()
             for lease in renew:
                 lease._renew_once()
-            del renew, lease
+            del renew, expired
+            lease = None
 
     def _after_fork(self) -> None:
         # The thread does not exist in the child; the parent's leases are not ours.
         self._cond = threading.Condition()
-        self._leases = {}
+        self._leases = _Registry()
         self._thread = None
 
 
@@ -126,17 +157,12 @@ class TaskRenewer:
     """The asyncio face's renewer: one task per event loop."""
 
     def __init__(self) -> None:
-        self._leases: dict[int, weakref.ref[Any]] = {}
+        self._leases = _Registry()
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
 
     def add(self, lease: Any) -> None:
-        ident = id(lease)
-
-        def forget(_ref: object) -> None:
-            self._leases.pop(ident, None)
-
-        self._leases[ident] = weakref.ref(lease, forget)
+        self._leases.add(lease)
         lease.keepalive = True
         if self._task is None or self._task.done():
             self._task = asyncio.get_running_loop().create_task(
@@ -145,7 +171,7 @@ class TaskRenewer:
         self._wake.set()
 
     def remove(self, lease: Any) -> None:
-        self._leases.pop(id(lease), None)
+        self._leases.discard(lease)
         self._wake.set()
 
     @property
@@ -159,21 +185,23 @@ class TaskRenewer:
 
     async def _run(self) -> None:
         while True:
-            leases = _alive(list(self._leases.values()))
+            leases = _alive(self._leases.refs())
             if not leases:
                 self._task = None
                 return
-            renew, drop, wake = _due(leases, time.monotonic())
-            for ident in [id(dropped) for dropped in drop]:
-                self._leases.pop(ident, None)
+            renew, drop, expired, wake = _due(leases, time.monotonic())
+            self._leases.discard_all(drop)
             del leases, drop
+            for lease in expired:
+                lease._expire()
+            lease = None
             if not renew:
                 self._wake.clear()
                 timeout = max(0.0, wake - time.monotonic())
                 with contextlib.suppress(asyncio.TimeoutError):
                     await asyncio.wait_for(self._wake.wait(), timeout)
                 continue
-            await asyncio.gather(*(lease._renew_once() for lease in renew))
+            await asyncio.gather(*(held._renew_once() for held in renew))
             del renew
 
 
