@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -284,3 +285,26 @@ def test_the_sync_face_does_not_need_greenlet() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_many_processes_creating_the_table_at_once(db_url: str, table_name: str) -> None:
+    # Every process is ready (imports done) before the common start time.
+    code = (
+        "import sys, time, joblocks\n"
+        "m = joblocks.JobLockModel(sys.argv[1], table_name=sys.argv[2])\n"
+        "time.sleep(max(0.0, float(sys.argv[4]) - time.time()))\n"
+        "print(m.acquire('key-' + sys.argv[3], 10_000, 'w'))\n"
+    )
+    start_at = str(time.time() + 3.0)
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", code, db_url, table_name, str(i), start_at],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for i in range(6)
+    ]
+    outputs = [proc.communicate(timeout=60) for proc in procs]
+    assert [proc.returncode for proc in procs] == [0] * 6, [err for _, err in outputs]
+    assert [out.strip() for out, _ in outputs] == ["True"] * 6

@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from . import _config
+from ._decorator import single_instance
 from ._errors import LeaseLost, LockBackendError, LockError, LockExistsError, LockNotAcquired
 from ._events import Event, EventKind, add_listener, remove_listener
 from ._identity import worker_id
@@ -54,6 +55,7 @@ __all__ = [
     "metadata",
     "remove_listener",
     "run_with_lock",
+    "single_instance",
     "worker_id",
 ]
 

@@ -10,6 +10,7 @@ triggers advance whenever a grant writes a larger token.
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from sqlalchemy import (
@@ -23,7 +24,6 @@ from sqlalchemy import (
     String,
     Table,
     event,
-    inspect,
 )
 from sqlalchemy.dialects.mysql import VARBINARY
 from sqlalchemy.types import TypeDecorator, TypeEngine
@@ -142,13 +142,20 @@ job_locks = build_table(metadata)
 
 
 def ensure_table(conn: Connection, table: Table) -> None:
-    """Create the lock table and its fencing counter where missing (safe under races)."""
-    try:
-        table.metadata.create_all(conn, checkfirst=True)
-    except Exception:
-        # Another process may have created it between the check and the CREATE.
-        if not inspect(conn).has_table(table.name, schema=table.schema):
-            raise
+    """Create the lock table and its fencing counter where missing (safe under races).
+
+    Several processes may start at once on an empty database: each checks, creates
+    what is missing, and when another one got there first (a "duplicate" error from
+    the CREATE, even with IF NOT EXISTS on PostgreSQL), checks again.
+    """
+    for attempt in range(1, 6):
+        try:
+            table.metadata.create_all(conn, checkfirst=True)
+            break
+        except Exception:
+            if attempt == 5:
+                raise
+            time.sleep(0.02 * attempt)
     if conn.dialect.name == "sqlite":
         for statement in sqlite_counter_ddl(table.name, fence_counter_name(table.name)):
             conn.exec_driver_sql(statement)

@@ -1,0 +1,202 @@
+"""Celery: a task base class whose runs are kept to one at a time across workers.
+
+::
+
+    from joblocks.contrib.celery import SingleInstanceTask
+
+    @app.task(base=SingleInstanceTask, lock_ttl=60_000)
+    def nightly_report() -> None: ...
+
+With celery beat on several replicas, each replica's beat sends the task at every
+fire, so the workers receive it once per beat. The first copy to start runs; the
+others are skipped (they return ``None``). A copy that starts after the first one
+finished is refused too: the lock is kept for half the time to the task's next fire in
+``beat_schedule`` (``lock_min_hold``).
+
+Needs ``celery>=5.3`` (``pip install "joblocks[celery]"``).
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+from datetime import timedelta
+from typing import Any, Callable, Union
+
+from celery import Task  # type: ignore[import-untyped]
+
+from .. import _validate
+from .._base import log
+from .._config import get_model
+from .._decorator import KeyTemplate, run_leased, unique_holder
+from .._lease import LeaseOptions
+from .._model import JobLockModel
+
+__all__ = ["BEAT", "SingleInstanceTask", "beat_min_hold"]
+
+#: ``lock_min_hold = BEAT`` (the default): derive the hold from ``beat_schedule``.
+BEAT = "beat"
+
+MinHold = Union[_validate.Duration, str, None]
+
+
+def beat_min_hold(app: Any, task_name: str) -> int:
+    """Half the time (ms) from now to the next fire of ``task_name`` in ``beat_schedule``.
+
+    Every entry of ``app.conf.beat_schedule`` whose ``task`` is ``task_name`` counts
+    (numbers, timedeltas, ``schedule``, ``crontab`` and ``solar``); the nearest next
+    fire wins. 0 when the task is not in the schedule, or its schedule cannot say.
+    """
+    from celery.schedules import maybe_schedule  # type: ignore[import-untyped]
+
+    nearest: timedelta | None = None
+    for entry in (app.conf.beat_schedule or {}).values():
+        if not isinstance(entry, dict) or entry.get("task") != task_name:
+            continue
+        try:
+            sched = maybe_schedule(entry.get("schedule"), app=app)
+            run_every = getattr(sched, "run_every", None)
+            if isinstance(run_every, timedelta):
+                remaining = run_every  # an interval: beat's last run is not known here
+            else:
+                remaining = sched.remaining_estimate(sched.now())
+        except Exception as exc:
+            log.debug("joblocks: no period for %r from beat_schedule: %s", task_name, exc)
+            continue
+        if isinstance(remaining, timedelta) and (nearest is None or remaining < nearest):
+            nearest = remaining
+    if nearest is None or nearest <= timedelta(0):
+        return 0
+    return math.ceil(nearest.total_seconds() * 1000 / 2)
+
+
+class SingleInstanceTask(Task):  # type: ignore[misc]
+    """A Celery task base class: a run starts only if the task's lock can be taken.
+
+    Set the options as attributes of a subclass, or as ``@app.task`` options::
+
+        @app.task(base=SingleInstanceTask, lock_key="report:{tenant}", lock_ttl=600_000)
+        def report(tenant: str) -> int: ...
+
+    - ``lock_key``: the key, a ``str.format`` template over the task's arguments by
+      name; default ``celery:<task name>``.
+    - ``lock_ttl`` (default 60 s) and ``lock_keepalive`` (default True: the lease is
+      renewed while the task runs, so the ttl only bounds how long a crashed worker
+      blocks the task), ``lock_renew_every``, ``lock_max_hold``, ``lock_wait``.
+    - ``lock_min_hold``: how long the lock is kept after a short run, so that copies of
+      the same fire that start later are refused. Default ``BEAT``: half the time to
+      the task's next fire in ``beat_schedule`` (:func:`beat_min_hold`; none when the
+      task is not there). A duration, or ``None`` for no hold.
+    - ``lock_model``: a :class:`joblocks.JobLockModel`, the name of a configured
+      instance, or None for the default model.
+
+    A skipped run returns ``None`` (logged at info: "skipped: held elsewhere"). Each
+    run takes the lease under a holder of its own, so the hold also refuses a copy
+    that the same worker process receives afterwards. Calling the task directly or
+    with ``apply()`` takes the lock too.
+    """
+
+    lock_key: str | None = None
+    lock_ttl: _validate.Duration = 60_000
+    lock_keepalive: bool = True
+    lock_renew_every: _validate.Duration | None = None
+    lock_max_hold: _validate.Duration | None = None
+    lock_min_hold: MinHold = BEAT
+    lock_wait: _validate.Duration | None = None
+    lock_model: JobLockModel | str | None = None
+
+    _joblocks_key: KeyTemplate | None = None
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        # Checked when the task is defined (``@app.task`` makes the subclass).
+        ttl_ms = _validate.duration_ms(cls.lock_ttl, "lock_ttl")
+        min_hold = cls.lock_min_hold
+        if isinstance(min_hold, str):
+            if min_hold != BEAT:
+                raise ValueError(
+                    f"lock_min_hold must be a duration, None or BEAT, not {min_hold!r}"
+                )
+            min_hold = None
+        LeaseOptions(
+            ttl_ms=ttl_ms,
+            holder=None,
+            keepalive=cls.lock_keepalive,
+            renew_every=cls.lock_renew_every,
+            min_hold=min_hold,
+            wait=cls.lock_wait,
+            on_lost=None,
+            max_hold=cls.lock_max_hold,
+        )
+        model = cls.lock_model
+        if model is not None and not isinstance(model, (str, JobLockModel)):
+            raise TypeError(
+                "lock_model must be a joblocks.JobLockModel, an instance name or None, "
+                f"not {type(model).__name__}"
+            )
+        if cls.lock_key is not None:
+            template = KeyTemplate(cls.lock_key, name="lock_key")
+            run = cls.__dict__.get("run")
+            if run is not None and not template.is_static:
+                fn = run.__func__ if isinstance(run, staticmethod) else run
+                KeyTemplate(cls.lock_key, _without_first(fn, isinstance(run, staticmethod)))
+
+    def _lock_template(self) -> KeyTemplate:
+        template = self._joblocks_key
+        if template is None:
+            text = self.lock_key if self.lock_key is not None else f"celery:{self.name}"
+            template = KeyTemplate(text, self.run, name="lock_key")
+            self._joblocks_key = template
+        return template
+
+    def _lock_model(self) -> JobLockModel:
+        model = self.lock_model
+        if isinstance(model, JobLockModel):
+            return model
+        return get_model(model)  # type: ignore[no-any-return]
+
+    def _lock_min_hold(self) -> _validate.Duration | None:
+        if self.lock_min_hold == BEAT:
+            return beat_min_hold(self.app, self.name)
+        return self.lock_min_hold  # type: ignore[return-value]
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Run the task body under the task's lock; ``None`` when it is held elsewhere."""
+        key = self._lock_template().render(args, kwargs)
+        call = super().__call__
+        ran, result = run_leased(
+            self._lock_model(),
+            key,
+            self.lock_ttl,
+            lambda: call(*args, **kwargs),
+            holder=unique_holder(),
+            keepalive=self.lock_keepalive,
+            renew_every=self.lock_renew_every,
+            max_hold=self.lock_max_hold,
+            wait=self.lock_wait,
+            min_hold=self._lock_min_hold(),
+        )
+        if not ran:
+            request_id = getattr(self.request, "id", None)
+            log.info(
+                "joblocks: task %s[%s] skipped: held elsewhere (lock %r)",
+                self.name,
+                request_id,
+                key,
+            )
+        return result
+
+
+def _without_first(fn: Callable[..., Any], static: bool) -> Callable[..., Any]:
+    """``fn`` as the task calls it: a bound task (``bind=True``) drops ``self``."""
+    if static:
+        return fn
+    signature = inspect.signature(fn)
+    params = list(signature.parameters.values())[1:]
+
+    def stub(*args: Any, **kwargs: Any) -> None:  # only its signature is used
+        return None
+
+    stub.__signature__ = signature.replace(parameters=params)  # type: ignore[attr-defined]
+    stub.__qualname__ = getattr(fn, "__qualname__", "run")
+    return stub
