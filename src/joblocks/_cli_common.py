@@ -1,0 +1,146 @@
+"""What the ``joblocks`` commands share: exit codes, errors, the database and the model."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from sqlalchemy import URL
+
+    from ._model import JobLockModel
+
+#: Success (``run``: the command's own exit code is used instead).
+EXIT_OK = 0
+#: A negative answer: ``peek`` found no row, ``release`` released nothing, ``doctor``
+#: found a problem.
+EXIT_NO = 1
+#: Bad usage: unknown option, bad duration, bad key, missing command.
+EXIT_USAGE = 2
+#: The database failed: unreachable, missing table or driver, permission denied.
+EXIT_BACKEND = 3
+#: ``run``: the lock was lost while the command ran, and the command was terminated.
+EXIT_LOST = 75
+#: ``run``: the command was found but could not be executed.
+EXIT_CANNOT_EXECUTE = 126
+#: ``run``: the command was not found.
+EXIT_NOT_FOUND = 127
+#: An unexpected internal error (a bug: please report it, with ``--debug`` output).
+EXIT_INTERNAL = 70
+
+#: Where the database URL came from, as ``joblocks where`` names it.
+SOURCE_NAMES = {"argument": "--url", "JOBLOCKS_URL": "JOBLOCKS_URL", "default": "default"}
+
+#: URL backends joblocks supports.
+SUPPORTED_BACKENDS = ("sqlite", "postgresql", "mysql", "mariadb")
+
+_MISSING_TABLE = ("no such table", "does not exist", "doesn't exist", "undefinedtable")
+
+
+class CliError(Exception):
+    """A failure reported as one line on stderr, with its exit code."""
+
+    def __init__(self, message: str, code: int = EXIT_BACKEND) -> None:
+        super().__init__(message)
+        self.message = message
+        self.code = code
+
+
+def resolve_url(args: argparse.Namespace) -> tuple[URL, str]:
+    """The database URL to use and where it came from (``--url``, ``JOBLOCKS_URL``, ``default``)."""
+    from ._engines import resolve
+
+    given: str | None = getattr(args, "url", None)
+    if given is not None and not given.strip():
+        raise CliError("--url is empty", EXIT_USAGE)
+    url, source = resolve(given)
+    return url, SOURCE_NAMES.get(source, source)
+
+
+def check_backend(url: URL) -> None:
+    """Refuse databases joblocks does not support, before loading any driver."""
+    backend = url.get_backend_name()
+    if backend not in SUPPORTED_BACKENDS:
+        raise CliError(
+            "joblocks supports SQLite, PostgreSQL and MariaDB (mysql:// or mariadb:// URLs), "
+            f"not {backend!r}",
+            EXIT_USAGE,
+        )
+
+
+def table_options(args: argparse.Namespace) -> tuple[str, str | None]:
+    """``--table`` and ``--schema`` (defaults: ``job_locks``, the connection's schema)."""
+    from ._schema import JOB_LOCKS_TABLE_NAME
+
+    table: str = getattr(args, "table", None) or JOB_LOCKS_TABLE_NAME
+    schema: str | None = getattr(args, "schema", None)
+    return table, schema
+
+
+def sqlite_file(url: URL) -> Path | None:
+    """The file of a SQLite URL (None for other databases and ``file:`` URIs)."""
+    if url.get_backend_name() != "sqlite":
+        return None
+    database = url.database or ""
+    if not database or database == ":memory:" or database.startswith("file:"):
+        return None
+    return Path(database).expanduser()
+
+
+def require_sqlite_file(url: URL) -> None:
+    """Refuse to create an empty SQLite file as a side effect of a read-only command."""
+    path = sqlite_file(url)
+    if path is not None and not path.exists():
+        raise CliError(
+            f"the database file {path} does not exist: nothing has taken a lock there yet "
+            "(`joblocks init` or `joblocks run` creates it)"
+        )
+
+
+def open_model(
+    args: argparse.Namespace, *, create_table: bool, must_exist: bool = False
+) -> JobLockModel:
+    """The model of the configured database and table.
+
+    ``must_exist`` refuses a SQLite file that does not exist yet, instead of letting
+    SQLite create an empty one.
+    """
+    from ._model import JobLockModel
+
+    url, _source = resolve_url(args)
+    check_backend(url)
+    if must_exist:
+        require_sqlite_file(url)
+    table, schema = table_options(args)
+    return JobLockModel(url, table_name=table, schema=schema, create_table=create_table)
+
+
+def backend_hint(detail: str) -> str:
+    """Advice to add to a database error, or an empty string."""
+    low = detail.lower()
+    if any(marker in low for marker in _MISSING_TABLE):
+        return (
+            " (is the lock table created? run `joblocks init` with the same --url/--table/--schema)"
+        )
+    if "unable to open database file" in low:
+        return " (does the SQLite file's directory exist, and is it writable?)"
+    if "no module named 'psycopg" in low:
+        return " (install the driver: pip install 'joblocks[postgresql]')"
+    if "no module named 'pymysql" in low or "no module named 'mysqldb" in low:
+        return " (install the driver: pip install 'joblocks[mysql]')"
+    return ""
+
+
+def operator() -> str:
+    """``user@host`` of whoever runs this command, for logs and holders."""
+    import getpass
+    import socket
+
+    try:
+        user = getpass.getuser()
+    except Exception:  # no name for this uid (e.g. a container's random uid)
+        user = f"uid{os.getuid()}" if hasattr(os, "getuid") else "unknown"
+    host = socket.gethostname() or "localhost"
+    return f"{user}@{host}"

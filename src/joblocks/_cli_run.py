@@ -1,0 +1,272 @@
+"""``joblocks run``: run a command only while holding a lock.
+
+Signals: SIGINT, SIGTERM and SIGHUP that reach joblocks while the command runs are
+passed on to it, and the lock is released once it has exited. SIGINT and SIGHUP are
+not passed on when joblocks runs in the foreground of a terminal: the terminal sent
+them to the command already (it is in joblocks's process group). A signal that
+arrives before the command started (while waiting for the lock) ends joblocks with
+128+N without starting it. Signals that were ignored when joblocks started stay
+ignored, for joblocks and the command (``nohup`` keeps working).
+
+Losing the lock while the command runs (a renewal refused, the database unreachable
+until the lease ran out, or the ttl elapsed without keep-alive) prints a warning; by
+default the command then gets SIGTERM, since the exclusion it ran under is gone, and
+joblocks exits with 75. ``--on-lost continue`` only warns.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import shlex
+import signal
+import subprocess
+import threading
+from types import FrameType
+from typing import TYPE_CHECKING, Any, Callable, Union
+
+from ._cli_common import (
+    EXIT_CANNOT_EXECUTE,
+    EXIT_LOST,
+    EXIT_NOT_FOUND,
+    open_model,
+    operator,
+)
+from ._cli_format import err, format_duration, human_time, printable
+
+if TYPE_CHECKING:
+    from ._lease import Lease
+    from ._model import JobLockModel
+
+_Handler = Union[Callable[[int, Union[FrameType, None]], Any], int, None]
+
+
+class _Interrupted(BaseException):
+    """A signal arrived before the command started."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def holder_id() -> str:
+    """The holder written into the row: ``user@host:pid:<worker uuid>``.
+
+    Readable in ``joblocks list``, and unique per run thanks to the worker id.
+    """
+    from ._identity import worker_id
+
+    prefix = f"{operator()}:{os.getpid()}:".encode()[:200].decode("utf-8", "ignore")
+    return prefix + worker_id()
+
+
+def _forwarded_signals() -> list[int]:
+    names = ("SIGINT", "SIGTERM", "SIGHUP")
+    found = [getattr(signal, name) for name in names if hasattr(signal, name)]
+    return [int(sig) for sig in found if signal.getsignal(sig) != signal.SIG_IGN]
+
+
+def _terminal_foreground() -> bool:
+    """Whether joblocks is in the foreground process group of its terminal."""
+    if not hasattr(os, "tcgetpgrp"):
+        return False
+    for fd in (0, 1, 2):
+        try:
+            if os.isatty(fd):
+                return os.tcgetpgrp(fd) == os.getpgrp()
+        except OSError:
+            continue
+    return False
+
+
+def _command_text(command: list[str]) -> str:
+    text = printable(shlex.join(command))
+    return text if len(text) <= 200 else text[:197] + "..."
+
+
+class _Run:
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.key: str = args.key
+        self.shown = printable(repr(self.key))
+        self.command: list[str] = args.argv
+        # "raise" while taking the lock, "forward" while the command runs, "record" else.
+        self.mode = "raise"
+        self.received: int | None = None
+        self.child: subprocess.Popen[bytes] | None = None
+        self.lock = threading.Lock()
+        self.lost_reason: str | None = None
+
+    # -- signals ------------------------------------------------------------------------
+
+    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        if self.mode == "raise":
+            self.mode = "record"
+            raise _Interrupted(signum)
+        if self.mode == "forward" and self.child is not None:
+            self._forward(signum)
+        elif self.received is None:
+            self.received = signum
+
+    def _forward(self, signum: int) -> None:
+        child = self.child
+        if child is None or child.returncode is not None:
+            return
+        if signum != signal.SIGTERM and _terminal_foreground():
+            return  # the terminal signalled the whole foreground group, the command too
+        with contextlib.suppress(OSError):  # already gone
+            child.send_signal(signum)
+
+    def _install(self) -> dict[int, _Handler]:
+        previous: dict[int, _Handler] = {}
+        for sig in _forwarded_signals():
+            previous[sig] = signal.signal(sig, self._on_signal)
+        return previous
+
+    @staticmethod
+    def _restore(previous: dict[int, _Handler]) -> None:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
+
+    # -- the run ------------------------------------------------------------------------
+
+    def run(self) -> int:
+        args = self.args
+        previous = self._install()
+        model: JobLockModel | None = None
+        lease: Lease | None = None
+        try:
+            try:
+                model = open_model(args, create_table=True)
+                lease = model.try_lease(
+                    self.key,
+                    args.ttl,
+                    holder=holder_id(),
+                    keepalive=args.keepalive,
+                    wait=args.wait,
+                    min_hold=args.min_hold,
+                    on_lost=self._on_lost if args.keepalive else None,
+                )
+            except _Interrupted as exc:
+                if lease is not None:  # the signal came right after the grant
+                    self._release(lease)
+                err(f"interrupted by signal {exc.signum} before the command started")
+                return 128 + exc.signum
+            self.mode = "record"
+            if lease is None:
+                self._conflict(model)
+                code: int = args.conflict_exit_code
+                return code
+            try:
+                return self._supervise(lease)
+            finally:
+                self.mode = "record"
+                self._release(lease)
+        finally:
+            self._restore(previous)
+            if model is not None:
+                model.dispose()
+
+    def _supervise(self, lease: Lease) -> int:
+        with self.lock:
+            if self.lost_reason is not None:
+                return EXIT_LOST
+            if self.received is not None:
+                err(f"interrupted by signal {self.received} before the command started")
+                return 128 + self.received
+            try:
+                self.child = subprocess.Popen(self.command)  # noqa: S603 - the user's command
+            except FileNotFoundError:
+                err(f"{printable(self.command[0])}: command not found")
+                return EXIT_NOT_FOUND
+            except OSError as exc:
+                err(f"cannot run {printable(self.command[0])}: {exc.strerror or exc}")
+                return EXIT_CANNOT_EXECUTE
+            self.mode = "forward"
+        if self.received is not None:  # arrived while the command was being started
+            self._forward(self.received)
+        timer = None
+        if not self.args.keepalive:
+            left = lease.remaining().total_seconds()
+            reason = f"its ttl of {format_duration(self.args.ttl)} ran out (keep-alive is off)"
+            timer = threading.Timer(left, self._lost, (reason,))
+            timer.daemon = True
+            timer.start()
+        try:
+            returncode = self.child.wait()
+        finally:
+            self.mode = "record"
+            if timer is not None:
+                timer.cancel()
+        if self.lost_reason is not None and self.args.on_lost == "terminate":
+            return EXIT_LOST
+        return 128 - returncode if returncode < 0 else returncode
+
+    # -- losing the lock ----------------------------------------------------------------
+
+    def _on_lost(self, lease: Lease) -> None:
+        self._lost(lease.lost_reason or "the lease was lost")
+
+    def _lost(self, reason: str) -> None:
+        with self.lock:
+            if self.lost_reason is not None:
+                return
+            self.lost_reason = reason
+            child = self.child
+            if child is None:
+                err(f"lost the lock {self.shown} before the command started ({reason})")
+                return
+            if child.returncode is not None:
+                return
+            if self.args.on_lost == "continue":
+                err(
+                    f"lost the lock {self.shown} while the command runs ({reason}); it keeps "
+                    "running (--on-lost continue), but another run may start meanwhile"
+                )
+                return
+            err(
+                f"lost the lock {self.shown} while the command runs ({reason}); the exclusion "
+                f"is gone, so the command (pid {child.pid}) gets SIGTERM and joblocks exits "
+                f"with {EXIT_LOST}"
+            )
+            with contextlib.suppress(OSError):
+                child.send_signal(signal.SIGTERM)
+
+    # -- conflict and release -------------------------------------------------------------
+
+    def _conflict(self, model: JobLockModel) -> None:
+        args = self.args
+        if args.quiet:
+            return
+        where = "held elsewhere"
+        try:
+            row = model.peek(self.key)
+        except Exception:
+            row = None
+        if row is not None and not row.expired:
+            left = format_duration(row.remaining.total_seconds() * 1000)
+            where = (
+                f"held by {printable(row.holder)} until {human_time(row.expires_at)} ({left} left)"
+            )
+        waited = f" after waiting {format_duration(args.wait)}" if args.wait else ""
+        err(f"lock {self.shown} is {where}{waited}; not running {_command_text(self.command)}")
+
+    def _release(self, lease: Lease) -> None:
+        from ._errors import LockError
+
+        try:
+            released = lease.release()
+        except LockError as exc:
+            err(
+                f"could not release the lock {self.shown}: {exc} (it expires by itself within "
+                f"{format_duration(self.args.ttl)})"
+            )
+            return
+        if not released and self.lost_reason is None:
+            err(f"the lock {self.shown} was no longer held when the command ended")
+
+
+def run(args: argparse.Namespace) -> int:
+    """``joblocks run``: the command's exit code, or the conflict/lost/error code."""
+    return _Run(args).run()
