@@ -24,6 +24,7 @@ MAX_TABLE_NAME = 48
 Duration = Union[int, float, timedelta]
 """Milliseconds (``30_000``) or a ``datetime.timedelta``."""
 
+_RESERVED_PREFIXES = ("sqlite_", "pg_")
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 
@@ -60,6 +61,12 @@ def duration_ms(value: object, name: str, *, allow_zero: bool = False) -> int:
             f"{name} must be milliseconds (int or float) or a datetime.timedelta, "
             f"not {type(value).__name__}"
         )
+    if isinstance(value, int) and abs(value) > MAX_DURATION_MS:
+        # Checked before float(): an int beyond a float's range would overflow.
+        raise ValueError(
+            f"{name} must be {'>= 0' if allow_zero else 'positive'} and at most 366 days "
+            f"({MAX_DURATION_MS} ms), got {value!r}"
+        )
     ms = value.total_seconds() * 1000.0 if isinstance(value, timedelta) else float(value)
     if math.isnan(ms) or math.isinf(ms):
         raise ValueError(f"{name} must be a finite duration, got {value!r}")
@@ -81,4 +88,9 @@ def identifier(value: object, name: str, max_length: int = 63) -> str:
         )
     if len(value) > max_length:
         raise ValueError(f"{name} must be at most {max_length} characters, got {len(value)}")
+    if value.lower().startswith(_RESERVED_PREFIXES):
+        raise ValueError(
+            f"{name} must not start with one of {_RESERVED_PREFIXES} (names the databases "
+            f"reserve for their catalogs), got {value!r}"
+        )
     return value

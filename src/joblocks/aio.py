@@ -17,7 +17,7 @@ from typing import Any, Callable, TypeVar
 
 from sqlalchemy import exc as sa_exc
 
-from . import _config, _events, _guard, _ops, _validate
+from . import _config, _engines, _events, _guard, _ops, _validate
 from ._base import TRANSIENT_ATTEMPTS, Database, ModelCore, log, transient_pause
 from ._errors import (
     LeaseLost,
@@ -87,7 +87,10 @@ class JobLockModel(ModelCore):
             while True:
                 try:
                     async with self.engine.connect() as conn:
-                        result: T = await conn.run_sync(fn, self.statements, *args)
+                        work = conn.run_sync(fn, self.statements, *args)
+                        result: T = await (
+                            asyncio.wait_for(work, self._io_timeout) if self._io_timeout else work
+                        )
                         return result
                 except sa_exc.DBAPIError as exc:
                     if attempt >= TRANSIENT_ATTEMPTS or not _ops.is_transient(
@@ -97,6 +100,16 @@ class JobLockModel(ModelCore):
                     log.debug("joblocks: %s retried after a transient error: %s", operation, exc)
                     await asyncio.sleep(transient_pause(attempt))
                     attempt += 1
+
+    @property
+    def _io_timeout(self) -> float | None:
+        # aiomysql has no read/write timeout of its own: bound each call instead, so a
+        # cut connection ends in LockBackendError rather than a hang (the cancelled
+        # statement's connection is invalidated). PostgreSQL has tcp_user_timeout and
+        # SQLite its busy timeout.
+        if self.statements.family == "mysql":
+            return float(_engines.IO_TIMEOUT_S)
+        return None
 
     async def create_table(self) -> None:
         """Create the lock table and its fencing counter if they are missing."""

@@ -1,0 +1,1 @@
+"""Reliability scenarios: real faults injected on this machine (docs/reliability.md)."""
