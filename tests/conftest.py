@@ -11,6 +11,7 @@ import asyncio
 import inspect
 import os
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -107,6 +108,16 @@ def table_name() -> str:
     return f"t_{uuid.uuid4().hex[:12]}"
 
 
+def _eventually(check: Callable[[], bool], timeout: float = 3.0) -> bool:
+    """True once ``check()`` is; a keep-alive renewal may still be finishing its call."""
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
+
+
 class SyncFace:
     """The sync model as the tests drive it."""
 
@@ -125,8 +136,13 @@ class SyncFace:
         return joblocks.lease(key, ttl, model=self.model, **options)
 
     def close(self) -> None:
-        cached = len(self.model._cache) if self.model._cache is not None else 0
-        assert self.model.engine.pool.checkedout() == cached, "a pooled connection leaked"
+        pool = self.model.engine.pool
+
+        def settled() -> bool:
+            cached = len(self.model._cache) if self.model._cache is not None else 0
+            return bool(pool.checkedout() == cached)
+
+        assert _eventually(settled), "a pooled connection leaked"
         self.model.dispose()
 
 
@@ -161,7 +177,8 @@ class AioFace:
         return _sync_view(held, self.loop)
 
     def close(self) -> None:
-        assert self.model.engine.sync_engine.pool.checkedout() == 0, "a pooled connection leaked"
+        pool = self.model.engine.sync_engine.pool
+        assert _eventually(lambda: pool.checkedout() == 0), "a pooled connection leaked"
         run_on(self.loop, self.model.dispose())
 
 
