@@ -39,6 +39,9 @@ DEFAULT_PATH: dict[str, AcquirePath] = {
     "mysql": "upsert",
 }
 
+#: First key of the PostgreSQL advisory locks that order fencing tokens ("jl").
+_ADVISORY_CLASS = 0x6A6C
+
 Params = Union[tuple[Any, ...], dict[str, Any]]
 
 
@@ -128,7 +131,15 @@ def build(dialect: Dialect, table: Table, path: AcquirePath | None = None) -> St
     if family == "postgresql":
         sequence = fence_sequence(table)
         seq_name = prep.format_sequence(sequence)
-        nxt = f"nextval('{seq_name}')"
+        # The token is drawn under a transaction-scoped advisory lock on the key, held
+        # until the grant commits: a grant that waited behind another one (and found
+        # its row released meanwhile) draws its token after that grant, never before,
+        # so tokens follow the order of grants. The two-int advisory keyspace is apart
+        # from the one-bigint one applications usually use.
+        nxt = (
+            f"(SELECT nextval('{seq_name}') FROM (SELECT pg_advisory_xact_lock("
+            f"{_ADVISORY_CLASS}, hashtext(CAST(:key AS VARCHAR)))) AS fence_order)"
+        )
     elif family == "sqlite":
         nxt = f'(SELECT value FROM "{fence_counter_name(table.name)}") + 1'
     else:
@@ -151,8 +162,10 @@ def build(dialect: Dialect, table: Table, path: AcquirePath | None = None) -> St
                 f"INSERT INTO {t} ({cols}) "
                 + values.format(fence=f"LAST_INSERT_ID({nxt})")
                 + " ON DUPLICATE KEY UPDATE "
+                # A takeover draws its token now, under the row lock, not the one
+                # drawn for VALUES before the statement waited for that lock.
                 f"fence = IF({cond}, LAST_INSERT_ID(IF(holder = VALUES(holder), fence,"
-                f" VALUES(fence))), fence + LAST_INSERT_ID(0)), "
+                f" {nxt})), fence + LAST_INSERT_ID(0)), "
                 f"acquired_at = IF({cond}, VALUES(acquired_at), acquired_at), "
                 f"holder = IF({cond}, VALUES(holder), holder), "
                 f"expires_at = IF({cond}, VALUES(expires_at), expires_at)"

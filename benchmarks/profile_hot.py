@@ -1,0 +1,182 @@
+"""Run one hot loop of joblocks for a profiler, and summarise where its time goes.
+
+    python benchmarks/profile_hot.py --db postgresql --op pair [--face sync|aio]
+        [--seconds 10] [--cprofile]
+
+Starts a throwaway server (as the suite does), warms up, prints ``looping PID`` and runs
+the loop for ``--seconds``. Attach a sampling profiler to that PID, e.g.::
+
+    python benchmarks/profile_hot.py --db postgresql --op pair --seconds 12 &
+    # after "looping 1234":
+    py-spy record --pid 1234 --duration 8 --rate 400 --format raw -o /tmp/pg.txt
+    python benchmarks/profile_hot.py --summarise /tmp/pg.txt
+
+``--cprofile`` profiles the loop in-process instead and prints the functions with the
+most own time. ``--summarise FILE`` reads py-spy's raw (collapsed) output and prints the
+functions with the most own ("self") and inclusive time, and the share by layer
+(joblocks, SQLAlchemy, driver, asyncio, other).
+
+Ops: ``pair`` (acquire+release on one key), ``refused`` (acquire of a held key),
+``raw`` (the raw-driver pair, for comparison).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import collections
+import cProfile
+import os
+import pstats
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks import _common as C
+
+LAYERS = (
+    ("joblocks", ("joblocks/",)),
+    ("sqlalchemy", ("sqlalchemy/",)),
+    ("driver", ("psycopg/", "psycopg_binary", "pymysql/", "aiomysql/", "aiosqlite/", "sqlite3/")),
+    ("asyncio", ("asyncio/", "greenlet")),
+)
+
+
+def layer(frame: str) -> str:
+    for name, marks in LAYERS:
+        if any(m in frame for m in marks):
+            return name
+    return "other"
+
+
+def summarise(path: Path, top: int = 15) -> None:
+    """Own and inclusive time per function from py-spy's --format raw output."""
+    own: collections.Counter[str] = collections.Counter()
+    incl: collections.Counter[str] = collections.Counter()
+    layers: collections.Counter[str] = collections.Counter()
+    total = 0
+    for line in path.read_text().splitlines():
+        stack, _, count = line.rpartition(" ")
+        if not count.isdigit():
+            continue
+        n = int(count)
+        frames = [f for f in stack.split(";") if f]
+        if not frames:
+            continue
+        total += n
+        leaf = frames[-1]
+        own[leaf] += n
+        layers[layer(leaf)] += n
+        for f in set(frames):
+            incl[f] += n
+    print(f"{total} samples")
+    print("\nown time by layer (where the leaf frame is):")
+    for name, n in layers.most_common():
+        print(f"  {n / total:6.1%}  {name}")
+    print(f"\ntop {top} functions by own time:")
+    for f, n in own.most_common(top):
+        print(f"  {n / total:6.1%}  {f}")
+    print(f"\ntop {top} joblocks/SQLAlchemy/driver functions by inclusive time:")
+    shown = 0
+    for f, n in incl.most_common():
+        if layer(f) in ("joblocks", "sqlalchemy", "driver"):
+            print(f"  {n / total:6.1%}  {f}")
+            shown += 1
+            if shown == top:
+                break
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--db", choices=C.DATABASES, default="postgresql")
+    ap.add_argument("--face", choices=("sync", "aio"), default="sync")
+    ap.add_argument("--op", choices=("pair", "refused", "raw"), default="pair")
+    ap.add_argument("--seconds", type=float, default=10.0)
+    ap.add_argument("--cprofile", action="store_true")
+    ap.add_argument("--summarise", type=Path)
+    args = ap.parse_args()
+    if args.summarise:
+        summarise(args.summarise)
+        return 0
+    import joblocks
+    import joblocks.aio
+
+    with tempfile.TemporaryDirectory(prefix="joblocks-prof-") as folder:
+        dbs = C.start_databases([args.db], Path(folder))
+        try:
+            url = dbs.urls[args.db]
+            holder, other = C.holder_name("p"), C.holder_name("o")
+            if args.face == "aio":
+                model: Any = joblocks.aio.JobLockModel(url, table_name=C.fresh_table())
+
+                async def pair() -> None:
+                    await model.acquire(C.KEY, C.TTL_MS, holder)
+                    await model.release(C.KEY, holder)
+
+                async def refused() -> None:
+                    await model.acquire(C.KEY, C.TTL_MS, other)
+
+                async def loop(seconds: float) -> int:
+                    if args.op == "refused":
+                        await model.acquire(C.KEY, C.TTL_MS, holder)
+                    op = refused if args.op == "refused" else pair
+                    n, end = 0, time.perf_counter() + seconds
+                    while time.perf_counter() < end:
+                        await op()
+                        n += 1
+                    return n
+
+                def run(seconds: float) -> int:
+                    return asyncio.run(loop(seconds))
+            else:
+                if args.op == "raw":
+                    raw = C.RawClient(args.db, url, C.make_table(url))
+
+                    def op() -> None:
+                        raw.acquire(C.KEY, holder)
+                        raw.release(C.KEY, holder)
+                else:
+                    model = joblocks.JobLockModel(url, table_name=C.fresh_table())
+                    if args.op == "refused":
+                        model.acquire(C.KEY, C.TTL_MS, holder)
+
+                        def op() -> None:
+                            model.acquire(C.KEY, C.TTL_MS, other)
+                    else:
+
+                        def op() -> None:
+                            model.acquire(C.KEY, C.TTL_MS, holder)
+                            model.release(C.KEY, holder)
+
+                def run(seconds: float) -> int:
+                    n, end = 0, time.perf_counter() + seconds
+                    while time.perf_counter() < end:
+                        op()
+                        n += 1
+                    return n
+
+            run(0.5)  # warm up (connections, prepared statements)
+            print(f"looping {os.getpid()}", flush=True)
+            if args.cprofile:
+                prof = cProfile.Profile()
+                t0 = time.perf_counter()
+                n = prof.runcall(run, args.seconds)
+                took = time.perf_counter() - t0
+                print(f"{n} ops in {took:.1f} s under cProfile ({n / took:,.0f}/s, inflated cost)")
+                pstats.Stats(prof).sort_stats("tottime").print_stats(20)
+            else:
+                t0 = time.perf_counter()
+                n = run(args.seconds)
+                took = time.perf_counter() - t0
+                print(f"{n} ops in {took:.1f} s ({n / took:,.0f}/s)")
+        finally:
+            dbs.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
