@@ -145,3 +145,13 @@ def configure(
 def get_model(name: str | None = None) -> Any:
     """The model of the default database, or of the instance ``name``."""
     return sync_registry.get(name)
+
+
+def resolve_model(model: object, expected: type[M], default: Callable[[], M], name: str) -> M:
+    """``model``, or the default model when None; a ``TypeError`` naming ``name`` when it
+    is a model of the other face (or not a model at all)."""
+    if model is None:
+        return default()
+    if not isinstance(model, expected):
+        raise TypeError(f"model must be a {name}, not {type(model).__name__}")
+    return model

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Callable, TypeVar, overload
 from . import _validate
 from ._base import log
 from ._identity import worker_id
-from ._lease import LeaseOptions
+from ._lease import LeaseOptions, check_cancel_on_loss
 from ._model import JobLockModel
 
 if TYPE_CHECKING:
@@ -196,11 +196,7 @@ class SingleInstance:
             on_lost=on_lost,
             max_hold=max_hold,
         )
-        if not isinstance(cancel_on_loss, bool):
-            raise TypeError(f"cancel_on_loss must be a bool, not {type(cancel_on_loss).__name__}")
-        if cancel_on_loss and not keepalive:
-            raise ValueError("cancel_on_loss needs keepalive=True (loss is found by renewals)")
-        self.cancel_on_loss = cancel_on_loss
+        self.cancel_on_loss = check_cancel_on_loss(cancel_on_loss, keepalive)
         self.model = model
         self._options: dict[str, Any] = {
             "keepalive": keepalive,

@@ -361,6 +361,15 @@ class LeaseOptions:
         }
 
 
+def check_cancel_on_loss(cancel_on_loss: object, keepalive: bool) -> bool:
+    """Validate asyncio's ``cancel_on_loss``: a bool, and only with keep-alive."""
+    if not isinstance(cancel_on_loss, bool):
+        raise TypeError(f"cancel_on_loss must be a bool, not {type(cancel_on_loss).__name__}")
+    if cancel_on_loss and not keepalive:
+        raise ValueError("cancel_on_loss needs keepalive=True (loss is found by renewals)")
+    return cancel_on_loss
+
+
 def next_pause(attempt: int, started: float, wait_ms: int | None) -> float | None:
     """Seconds to sleep before the next try, or None when the wait is over (or none)."""
     import random

@@ -8,7 +8,7 @@ from typing import Any, Callable
 
 from . import _events, _guard, _validate
 from ._base import log
-from ._config import get_model
+from ._config import get_model, resolve_model
 from ._errors import LockNotAcquired
 from ._lease import Lease, LeaseBase, LeaseOptions, next_pause
 from ._model import JobLockModel
@@ -71,10 +71,7 @@ def run_with_lock(
         on_lost=on_lost,
         max_hold=max_hold,
     )
-    if model is None:
-        model = get_model()
-    elif not isinstance(model, JobLockModel):
-        raise TypeError(f"model must be a joblocks.JobLockModel, not {type(model).__name__}")
+    model = resolve_model(model, JobLockModel, get_model, "joblocks.JobLockModel")
     started = time.monotonic()
     slot = (model.identity, key)
     attempt = 0
@@ -152,10 +149,7 @@ def lease(
     The lease is released when the block exits. Options as for
     :meth:`JobLockModel.try_lease`; ``model=None`` means :func:`joblocks.get_model`.
     """
-    if model is None:
-        model = get_model()
-    elif not isinstance(model, JobLockModel):
-        raise TypeError(f"model must be a joblocks.JobLockModel, not {type(model).__name__}")
+    model = resolve_model(model, JobLockModel, get_model, "joblocks.JobLockModel")
     held = model.try_lease(
         lock_key,
         ttl,

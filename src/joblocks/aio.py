@@ -19,6 +19,7 @@ from sqlalchemy import exc as sa_exc
 
 from . import _config, _engines, _events, _guard, _ops, _validate
 from ._base import TRANSIENT_ATTEMPTS, Database, ModelCore, log, transient_pause
+from ._config import resolve_model
 from ._errors import (
     LeaseLost,
     LockBackendError,
@@ -28,7 +29,7 @@ from ._errors import (
     translate,
 )
 from ._keepalive import task_renewer
-from ._lease import LeaseBase, LeaseOptions, fill_times, next_pause
+from ._lease import LeaseBase, LeaseOptions, check_cancel_on_loss, fill_times, next_pause
 from ._records import JobLock
 from ._run import after_release, check_work
 from ._schema import JOB_LOCKS_TABLE_NAME, ensure_table
@@ -301,10 +302,7 @@ async def run_with_lock(
     key = _validate.lock_key(lock_key)
     ttl_ms = _validate.duration_ms(ttl, "ttl")
     check_work(work, asynchronous=True)
-    if not isinstance(cancel_on_loss, bool):
-        raise TypeError(f"cancel_on_loss must be a bool, not {type(cancel_on_loss).__name__}")
-    if cancel_on_loss and not keepalive:
-        raise ValueError("cancel_on_loss needs keepalive=True (loss is found by renewals)")
+    check_cancel_on_loss(cancel_on_loss, keepalive)
     opts = LeaseOptions(
         ttl_ms=ttl_ms,
         holder=None,
@@ -315,10 +313,7 @@ async def run_with_lock(
         on_lost=on_lost,
         max_hold=max_hold,
     )
-    if model is None:
-        model = get_model()
-    elif not isinstance(model, JobLockModel):
-        raise TypeError(f"model must be a joblocks.aio.JobLockModel, not {type(model).__name__}")
+    model = resolve_model(model, JobLockModel, get_model, "joblocks.aio.JobLockModel")
     started = time.monotonic()
     slot = (model.identity, key)
     attempt = 0
@@ -491,14 +486,8 @@ async def lease(
     With ``keepalive=True`` and ``cancel_on_loss=True``, the task running the block is
     cancelled when the lease is found lost; :class:`LeaseLost` is raised from it.
     """
-    if model is None:
-        model = get_model()
-    elif not isinstance(model, JobLockModel):
-        raise TypeError(f"model must be a joblocks.aio.JobLockModel, not {type(model).__name__}")
-    if not isinstance(cancel_on_loss, bool):
-        raise TypeError(f"cancel_on_loss must be a bool, not {type(cancel_on_loss).__name__}")
-    if cancel_on_loss and not keepalive:
-        raise ValueError("cancel_on_loss needs keepalive=True (loss is found by renewals)")
+    model = resolve_model(model, JobLockModel, get_model, "joblocks.aio.JobLockModel")
+    check_cancel_on_loss(cancel_on_loss, keepalive)
     held = await model.try_lease(
         lock_key,
         ttl,

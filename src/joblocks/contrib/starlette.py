@@ -33,7 +33,7 @@ from .. import _validate
 from .._base import log
 from .._decorator import is_async_callable, unique_holder
 from .._errors import LockError
-from .._lease import LeaseOptions
+from .._lease import LeaseOptions, check_cancel_on_loss
 
 if TYPE_CHECKING:
     from .. import aio
@@ -91,9 +91,7 @@ class SingletonLoop:
             if retry_every is None
             else _validate.duration_ms(retry_every, "retry_every")
         )
-        if not isinstance(cancel_on_loss, bool):
-            raise TypeError(f"cancel_on_loss must be a bool, not {type(cancel_on_loss).__name__}")
-        self.cancel_on_loss = cancel_on_loss
+        self.cancel_on_loss = check_cancel_on_loss(cancel_on_loss, keepalive=True)
         if model is not None:
             from .. import aio
 
