@@ -173,7 +173,17 @@ def create(url: URL, *, asynchronous: bool) -> Engine | AsyncEngine:
 def _sqlite_pragmas(dbapi_connection: Any, record: ConnectionPoolEntry) -> None:
     cursor = dbapi_connection.cursor()
     try:
-        cursor.execute("PRAGMA journal_mode = WAL")
+        # Switching a fresh file to WAL needs a moment alone with it; several processes
+        # opening it at once get "database is locked" here without the busy handler.
+        deadline = time.monotonic() + SQLITE_BUSY_TIMEOUT_MS / 1000
+        while True:
+            try:
+                cursor.execute("PRAGMA journal_mode = WAL")
+                break
+            except Exception as exc:
+                if "locked" not in str(exc) or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.01)
         cursor.execute("PRAGMA synchronous = NORMAL")
     finally:
         cursor.close()
