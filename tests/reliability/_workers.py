@@ -367,8 +367,8 @@ def scheduler(
 ) -> dict[str, Any]:
     """A cron scheduler: fires slot ``i`` at ``t0 + i * period_s + offsets_s[i]``.
 
-    Each firing runs the job under ``min_hold`` on ``key``, then the same job without
-    it on ``control_key`` (which shows what ``min_hold`` prevents).
+    Each firing runs the job without ``min_hold`` on ``control_key`` (which shows
+    what ``min_hold`` prevents), then the same job under ``min_hold`` on ``key``.
     """
     model = make_model(url, table_name)
     runs: list[int] = []
@@ -383,10 +383,12 @@ def scheduler(
             out.append(slot)
             time.sleep(job_s)
 
-        joblocks.run_with_lock(key, 60_000, job, model=model, min_hold=min_hold_ms)
+        # The control runs first, so that it has surely ended when the other
+        # scheduler fires: without min_hold nothing keeps that one from running it.
         joblocks.run_with_lock(
             control_key, 60_000, lambda slot=slot: job(control, slot), model=model
         )
+        joblocks.run_with_lock(key, 60_000, job, model=model, min_hold=min_hold_ms)
     model.dispose()
     return {"runs": runs, "control": control, "late_ms": max(late) * 1000}
 

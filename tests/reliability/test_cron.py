@@ -26,7 +26,7 @@ SLOTS = {False: 4, True: 30}
 PERIOD_S = 0.8
 MIN_HOLD_MS = 400
 JOB_S = 0.03
-SKEWS_S = (0.06, 0.12, 0.18, 0.25)  # all longer than the job, shorter than min_hold
+SKEWS_S = (0.1, 0.15, 0.2, 0.25)  # all well longer than the job, shorter than min_hold
 
 
 def test_cron_double_fire(
