@@ -1447,33 +1447,38 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def fence_order(results: dict[str, Any]) -> list[tuple[str, int]]:
+    """Grants out of token order in joblocks' own variants (the raw baselines' are
+    shown in their table)."""
     return [
         (f"{db} / {label}", s["fence_errors"])
         for db, res in results.get("contention", {}).items()
         if isinstance(res, dict)
         for label, s in res.items()
-        if isinstance(s, dict) and s.get("fence_errors")
+        if label.startswith("joblocks") and isinstance(s, dict) and s.get("fence_errors")
     ]
 
 
 def failures(results: dict[str, Any], strict: bool) -> list[str]:
     """Errors and correctness violations anywhere (never performance targets).
 
-    Fencing tokens out of grant order are listed as warnings, failures with ``--strict``.
+    Fencing tokens out of grant order in joblocks' own variants are listed as warnings,
+    failures with ``--strict``; the raw baselines only show what happens without
+    joblocks' ordering, so theirs are reported and never fail.
     """
     found: list[str] = []
     keys = ["overlaps", "lost", "rows_left", "workers_failed", "errors"]
-    if strict:
-        keys.append("fence_errors")
 
     def walk(node: Any, where: str) -> None:
         if isinstance(node, dict):
             if "error" in node and isinstance(node["error"], str):
                 found.append(f"{where}: {node['error']}")
                 return
+            checked = keys
+            if strict and where.rsplit("/", 1)[-1].startswith("joblocks"):
+                checked = [*keys, "fence_errors"]
             found.extend(
                 f"{where}: {key} = {node[key]}"
-                for key in keys
+                for key in checked
                 if isinstance(node.get(key), int) and node[key] and "wins_per_s" in node
             )
             for key, value in node.items():

@@ -17,7 +17,7 @@ from sqlalchemy import Connection
 from sqlalchemy import exc as sa_exc
 
 from ._records import JobLock
-from ._statements import AcquireStep, Prepared, Statements
+from ._statements import LOCKED_DRAW, AcquireStep, Prepared, Statements
 
 State = Literal["all", "live", "expired"]
 
@@ -89,7 +89,12 @@ def execute(conn: Connection, stmt: Prepared, values: Mapping[str, Any]) -> _Res
 
 
 def _run_step(
-    conn: Connection, step: AcquireStep, key: str, holder: str, ttl_ms: int
+    conn: Connection,
+    step: AcquireStep,
+    key: str,
+    holder: str,
+    ttl_ms: int,
+    redraw: Prepared | None = None,
 ) -> tuple[int, ...] | None:
     """Run one step; its returned row (``returning``) or ``(LAST_INSERT_ID,)``, or None."""
     try:
@@ -103,13 +108,32 @@ def _run_step(
     if result.rowcount < 1:
         return None
     value = int(result.lastrowid or 0)
-    return (value,) if value > 0 else None
+    if value <= 0:
+        return None
+    if step.redraw == "marked" and value >= LOCKED_DRAW:
+        return (value - LOCKED_DRAW,)
+    if step.redraw != "never" and redraw is not None:
+        return (_redraw(conn, redraw, key, holder, value),)
+    return (value,)
+
+
+def _redraw(conn: Connection, stmt: Prepared, key: str, holder: str, fence: int) -> int:
+    """Draw a new token for the grant just inserted (MySQL/MariaDB).
+
+    The token an INSERT put in the row was drawn before the statement took any lock:
+    another process could draw a larger one, be granted, and release in between. Drawn
+    again now, under the row this process holds, it is larger than every token of a
+    grant that ended before this one. Should the row have changed meanwhile (a ttl run
+    out and taken over), the grant is already lost and keeps the token it had.
+    """
+    result = execute(conn, stmt, {"key": key, "holder": holder, "fence": fence})
+    return int(result.lastrowid or 0) if result.rowcount > 0 else fence
 
 
 def acquire(conn: Connection, st: Statements, key: str, holder: str, ttl_ms: int) -> Grant | None:
     """Take or re-take ``key`` for ``holder``; the grant, or None when held elsewhere."""
     for step in st.acquire:
-        row = _run_step(conn, step, key, holder, ttl_ms)
+        row = _run_step(conn, step, key, holder, ttl_ms, st.redraw)
         if row is not None:
             if len(row) == 3:
                 return Grant(row[0], row[1], row[2])
@@ -182,7 +206,7 @@ def count(conn: Connection, st: Statements, state: State = "all") -> int:
 
 def insert(conn: Connection, st: Statements, key: str, holder: str, ttl_ms: int) -> JobLock | None:
     """Insert a fresh row (new token); None when a row with that key exists."""
-    if _run_step(conn, st.insert, key, holder, ttl_ms) is None:
+    if _run_step(conn, st.insert, key, holder, ttl_ms, st.redraw) is None:
         return None
     return peek(conn, st, key)
 

@@ -68,6 +68,18 @@ class AcquireStep:
     outcome: Literal["returning", "lastrowid"]
     #: A duplicate-key error from this step means "held by someone else".
     duplicate_means_taken: bool = False
+    #: MySQL/MariaDB only: when a grant's token was drawn before the row was locked
+    #: (``VALUES`` of an INSERT that created the row), draw it again under the row lock
+    #: (:attr:`Statements.redraw`). ``"always"``: every grant of this step; ``"marked"``:
+    #: grants whose ``LAST_INSERT_ID`` is below :data:`LOCKED_DRAW` (the others were
+    #: drawn under the row lock and carry that offset).
+    redraw: Literal["never", "always", "marked"] = "never"
+
+
+#: Added to ``LAST_INSERT_ID`` by a MySQL/MariaDB grant whose token was drawn under the
+#: row lock, so the client tells it from a token drawn before (2**62: far above any
+#: token, far below the unsigned 64-bit limit).
+LOCKED_DRAW = 1 << 62
 
 
 @dataclass(frozen=True)
@@ -91,6 +103,9 @@ class Statements:
     count_live: Prepared
     count_expired: Prepared
     insert: AcquireStep
+    #: MySQL/MariaDB: draw a new token for a grant just inserted (same holder and
+    #: token), reported through ``LAST_INSERT_ID``; None elsewhere.
+    redraw: Prepared | None
     update_holder: Prepared
     update_ttl: Prepared
     delete: Prepared
@@ -152,6 +167,7 @@ def build(dialect: Dialect, table: Table, path: AcquirePath | None = None) -> St
     ours_or_expired = f"(expires_at <= {now} OR holder = :holder)"
 
     acquire: tuple[AcquireStep, ...]
+    redraw: Prepared | None = None
     if family == "mysql":
         # MySQL evaluates SET assignments left to right, each seeing the ones before:
         # fence first (reads the old holder), holder before expires_at, so that one
@@ -163,14 +179,23 @@ def build(dialect: Dialect, table: Table, path: AcquirePath | None = None) -> St
                 + values.format(fence=f"LAST_INSERT_ID({nxt})")
                 + " ON DUPLICATE KEY UPDATE "
                 # A takeover draws its token now, under the row lock, not the one
-                # drawn for VALUES before the statement waited for that lock.
+                # drawn for VALUES before the statement waited for that lock, and
+                # marks it so (LOCKED_DRAW). A grant that inserted the row has only
+                # the VALUES token, drawn before any lock: the client draws again.
                 f"fence = IF({cond}, LAST_INSERT_ID(IF(holder = VALUES(holder), fence,"
-                f" {nxt})), fence + LAST_INSERT_ID(0)), "
+                f" {nxt}) + {LOCKED_DRAW}) - {LOCKED_DRAW}, fence + LAST_INSERT_ID(0)), "
                 f"acquired_at = IF({cond}, VALUES(acquired_at), acquired_at), "
                 f"holder = IF({cond}, VALUES(holder), holder), "
                 f"expires_at = IF({cond}, VALUES(expires_at), expires_at)"
             ),
             "lastrowid",
+            redraw="marked",
+        )
+        # Under the row lock the insert took: every token drawn before is smaller, so
+        # this grant's token is larger than that of any grant that ended before it.
+        redraw = p(
+            f"UPDATE {t} SET fence = LAST_INSERT_ID({nxt}) "
+            "WHERE id = :key AND holder = :holder AND fence = :fence"
         )
         update = AcquireStep(
             p(
@@ -184,6 +209,7 @@ def build(dialect: Dialect, table: Table, path: AcquirePath | None = None) -> St
             p(f"INSERT INTO {t} ({cols}) " + values.format(fence=f"LAST_INSERT_ID({nxt})")),
             "lastrowid",
             duplicate_means_taken=True,
+            redraw="always",
         )
         acquire = (upsert,) if chosen == "upsert" else (update, plain_insert)
         update_holder = p(
@@ -286,6 +312,7 @@ def build(dialect: Dialect, table: Table, path: AcquirePath | None = None) -> St
         count_live=p(f"SELECT COUNT(*) FROM {t} WHERE {live}"),
         count_expired=p(f"SELECT COUNT(*) FROM {t} WHERE {expired}"),
         insert=plain_insert,
+        redraw=redraw,
         update_holder=update_holder,
         update_ttl=p(f"UPDATE {t} SET expires_at = {now} + :ttl WHERE id = :key"),
         delete=p(f"DELETE FROM {t} WHERE id = :key"),
