@@ -17,7 +17,7 @@ from sqlalchemy import Connection
 from sqlalchemy import exc as sa_exc
 
 from ._records import JobLock
-from ._statements import LOCKED_DRAW, AcquireStep, Prepared, Statements
+from ._statements import AcquireStep, Prepared, Statements
 
 State = Literal["all", "live", "expired"]
 
@@ -110,9 +110,7 @@ def _run_step(
     value = int(result.lastrowid or 0)
     if value <= 0:
         return None
-    if step.redraw == "marked" and value >= LOCKED_DRAW:
-        return (value - LOCKED_DRAW,)
-    if step.redraw != "never" and redraw is not None:
+    if step.redraw and redraw is not None:
         return (_redraw(conn, redraw, key, holder, value),)
     return (value,)
 

@@ -68,18 +68,10 @@ class AcquireStep:
     outcome: Literal["returning", "lastrowid"]
     #: A duplicate-key error from this step means "held by someone else".
     duplicate_means_taken: bool = False
-    #: MySQL/MariaDB only: when a grant's token was drawn before the row was locked
-    #: (``VALUES`` of an INSERT that created the row), draw it again under the row lock
-    #: (:attr:`Statements.redraw`). ``"always"``: every grant of this step; ``"marked"``:
-    #: grants whose ``LAST_INSERT_ID`` is below :data:`LOCKED_DRAW` (the others were
-    #: drawn under the row lock and carry that offset).
-    redraw: Literal["never", "always", "marked"] = "never"
-
-
-#: Added to ``LAST_INSERT_ID`` by a MySQL/MariaDB grant whose token was drawn under the
-#: row lock, so the client tells it from a token drawn before (2**62: far above any
-#: token, far below the unsigned 64-bit limit).
-LOCKED_DRAW = 1 << 62
+    #: MySQL/MariaDB only: the grant's token was drawn in the ``VALUES`` of a plain
+    #: INSERT, before the row was locked; draw it again under the row lock
+    #: (:attr:`Statements.redraw`).
+    redraw: bool = False
 
 
 @dataclass(frozen=True)
@@ -173,26 +165,33 @@ def build(dialect: Dialect, table: Table, path: AcquirePath | None = None) -> St
         # fence first (reads the old holder), holder before expires_at, so that one
         # condition (expired, or ours) decides all four columns.
         cond = "(expires_at <= VALUES(acquired_at) OR holder = VALUES(holder))"
+        # The token is drawn only in the guarded assignment, under the row lock: a
+        # token drawn in VALUES would be drawn before the statement waits for (or is
+        # preempted behind) another grant and its release, and could be smaller than
+        # that grant's. So VALUES carries a placeholder (0), and the same row is given
+        # twice: when the first one inserts the row, the second one meets it as a
+        # duplicate and draws the token for it, still under the lock the insert took.
+        # A row already there is granted (or refused) by the first one; the second
+        # one then finds it ours with its token and keeps it. LAST_INSERT_ID reports
+        # the token, or 0 when refused.
         upsert = AcquireStep(
             p(
                 f"INSERT INTO {t} ({cols}) "
-                + values.format(fence=f"LAST_INSERT_ID({nxt})")
+                + values.format(fence="0")
+                + ", "
+                + values.format(fence="0")[len("VALUES ") :]
                 + " ON DUPLICATE KEY UPDATE "
-                # A takeover draws its token now, under the row lock, not the one
-                # drawn for VALUES before the statement waited for that lock, and
-                # marks it so (LOCKED_DRAW). A grant that inserted the row has only
-                # the VALUES token, drawn before any lock: the client draws again.
-                f"fence = IF({cond}, LAST_INSERT_ID(IF(holder = VALUES(holder), fence,"
-                f" {nxt}) + {LOCKED_DRAW}) - {LOCKED_DRAW}, fence + LAST_INSERT_ID(0)), "
+                f"fence = IF({cond}, LAST_INSERT_ID(IF(holder = VALUES(holder) AND fence > 0,"
+                f" fence, {nxt})), fence + LAST_INSERT_ID(0)), "
                 f"acquired_at = IF({cond}, VALUES(acquired_at), acquired_at), "
                 f"holder = IF({cond}, VALUES(holder), holder), "
                 f"expires_at = IF({cond}, VALUES(expires_at), expires_at)"
             ),
             "lastrowid",
-            redraw="marked",
         )
-        # Under the row lock the insert took: every token drawn before is smaller, so
-        # this grant's token is larger than that of any grant that ended before it.
+        # For the plain INSERT of the portable path and of insert(), which have no
+        # duplicate branch: the token is drawn again right after, under the row lock
+        # the insert took, so it is larger than that of any grant that ended before.
         redraw = p(
             f"UPDATE {t} SET fence = LAST_INSERT_ID({nxt}) "
             "WHERE id = :key AND holder = :holder AND fence = :fence"
@@ -209,7 +208,7 @@ def build(dialect: Dialect, table: Table, path: AcquirePath | None = None) -> St
             p(f"INSERT INTO {t} ({cols}) " + values.format(fence=f"LAST_INSERT_ID({nxt})")),
             "lastrowid",
             duplicate_means_taken=True,
-            redraw="always",
+            redraw=True,
         )
         acquire = (upsert,) if chosen == "upsert" else (update, plain_insert)
         update_holder = p(
