@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 import warnings
 from collections.abc import Iterator
@@ -163,6 +164,39 @@ def test_two_processes_have_different_worker_ids() -> None:
         for _ in range(2)
     }
     assert len(ids) == 2
+
+
+def test_more_threads_than_the_pool_allows_all_get_connections(
+    db_url: str, table_name: str
+) -> None:
+    # The engine joblocks makes allows 15 connections (5 + 10 overflow) and the model
+    # keeps idle ones for reuse. A thread that finds none idle waits in the pool: the
+    # ones done must go back there, or it waits out the pool timeout and fails.
+    model = joblocks.JobLockModel(db_url, table_name=table_name)
+    threads_n, pairs = 24, 25
+    errors: list[BaseException] = []
+    done: list[int] = []
+
+    def work(i: int) -> None:
+        try:
+            for _ in range(pairs):
+                assert model.acquire(f"k{i}", 10_000, "w")
+                assert model.release(f"k{i}", "w")
+            done.append(i)
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(threads_n)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    pool = model.engine.pool
+    assert not errors, errors[:3]
+    assert sorted(done) == list(range(threads_n))
+    assert pool.checkedout() <= pool.size() + pool._max_overflow
+    model.dispose()
+    assert pool.checkedout() == 0
 
 
 # -- engines passed in by the user --------------------------------------------------

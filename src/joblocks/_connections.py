@@ -4,7 +4,9 @@ A lock operation is one or two short statements; checking a connection out of
 SQLAlchemy's pool and back in costs as much as the statement on a fast database. A
 model whose engine joblocks made itself keeps its idle connections here instead: a
 call takes one (a list pop), uses it, and puts it back. There are never more
-connections than calls that ran at the same time. A connection that sat idle is
+connections than calls that ran at the same time, nor more than the engine's pool
+allows: when every connection the pool allows is checked out, one that is done goes
+back to the pool, where a call waiting for one gets it. A connection that sat idle is
 pinged before use (a server may have restarted meanwhile); one that failed is
 dropped; in a forked child the parent's connections are left untouched and unused.
 
@@ -58,9 +60,29 @@ class ConnectionCache:
                 with contextlib.suppress(Exception):
                     conn.close()
                 raise
-            self._free.append((conn, time.monotonic()))
+            self._put(conn)
             raise
+        self._put(conn)
+
+    def _put(self, conn: Connection) -> None:
+        # While every connection the pool allows is checked out (in use or idle here),
+        # a call that found no idle one here may be waiting in the pool: give the
+        # connection back to the pool, where that call gets it. Otherwise nobody
+        # waits, and it stays here for the next call.
+        if self._pool_full():
+            with contextlib.suppress(Exception):
+                conn.close()
+            return
         self._free.append((conn, time.monotonic()))
+
+    def _pool_full(self) -> bool:
+        pool = self._engine.pool
+        max_overflow = getattr(pool, "_max_overflow", -1)
+        size = getattr(pool, "size", None)
+        checkedout = getattr(pool, "checkedout", None)
+        if max_overflow < 0 or size is None or checkedout is None:
+            return False  # no limit: nobody ever waits
+        return bool(checkedout() >= size() + max_overflow)
 
     def _take(self) -> Connection:
         if self._generation != _generation:
