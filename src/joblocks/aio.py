@@ -16,6 +16,7 @@ from collections.abc import AsyncIterator, Awaitable, Mapping
 from typing import Any, Callable, TypeVar
 
 from sqlalchemy import exc as sa_exc
+from sqlalchemy.util import greenlet_spawn
 
 from . import _config, _engines, _events, _guard, _ops, _validate
 from ._base import TRANSIENT_ATTEMPTS, Database, ModelCore, log, transient_pause
@@ -87,12 +88,11 @@ class JobLockModel(ModelCore):
             attempt = 1
             while True:
                 try:
-                    async with self.engine.connect() as conn:
-                        work = conn.run_sync(fn, self.statements, *args)
-                        result: T = await (
-                            asyncio.wait_for(work, self._io_timeout) if self._io_timeout else work
-                        )
-                        return result
+                    work = greenlet_spawn(self._in_greenlet, fn, *args)
+                    result: T = await (
+                        asyncio.wait_for(work, self._io_timeout) if self._io_timeout else work
+                    )
+                    return result
                 except sa_exc.DBAPIError as exc:
                     if attempt >= TRANSIENT_ATTEMPTS or not _ops.is_transient(
                         exc, self.statements.family
@@ -101,6 +101,12 @@ class JobLockModel(ModelCore):
                     log.debug("joblocks: %s retried after a transient error: %s", operation, exc)
                     await asyncio.sleep(transient_pause(attempt))
                     attempt += 1
+
+    def _in_greenlet(self, fn: Callable[..., T], *args: Any) -> T:
+        # Check-out, statements and check-in in one greenlet: ``async with
+        # engine.connect()`` + ``run_sync`` takes three.
+        with self.engine.sync_engine.connect() as conn:
+            return fn(conn, self.statements, *args)
 
     @property
     def _io_timeout(self) -> float | None:
