@@ -52,39 +52,51 @@ class ConnectionCache:
 
     @contextlib.contextmanager
     def connection(self) -> Iterator[Connection]:
-        conn = self._take()
+        """A connection for one call (:meth:`take`, then :meth:`put` or
+        :meth:`put_after_error`)."""
+        conn = self.take()
         try:
             yield conn
         except BaseException:
-            if conn.invalidated:
-                with contextlib.suppress(Exception):
-                    conn.close()
-                raise
-            self._put(conn)
+            self.put_after_error(conn)
             raise
-        self._put(conn)
+        self.put(conn)
 
-    def _put(self, conn: Connection) -> None:
-        # While every connection the pool allows is checked out (in use or idle here),
-        # a call that found no idle one here may be waiting in the pool: give the
-        # connection back to the pool, where that call gets it. Otherwise nobody
-        # waits, and it stays here for the next call.
+    def put(self, conn: Connection) -> None:
+        """Keep ``conn`` for the next call, or give it back to the pool when it is full.
+
+        While every connection the pool allows is checked out (in use, or idle here),
+        a call that found no idle one here may be waiting in the pool: the connection
+        goes back to the pool, where that call gets it. Otherwise nobody waits.
+        """
         if self._pool_full():
             with contextlib.suppress(Exception):
                 conn.close()
             return
         self._free.append((conn, time.monotonic()))
 
-    def _pool_full(self) -> bool:
-        pool = self._engine.pool
-        max_overflow = getattr(pool, "_max_overflow", -1)
-        size = getattr(pool, "size", None)
-        checkedout = getattr(pool, "checkedout", None)
-        if max_overflow < 0 or size is None or checkedout is None:
-            return False  # no limit: nobody ever waits
-        return bool(checkedout() >= size() + max_overflow)
+    def put_after_error(self, conn: Connection) -> None:
+        """Like :meth:`put`, after the call failed: a connection it invalidated is
+        dropped."""
+        if conn.invalidated:
+            with contextlib.suppress(Exception):
+                conn.close()
+            return
+        self.put(conn)
 
-    def _take(self) -> Connection:
+    def _pool_full(self) -> bool:
+        pool: Any = self._engine.pool
+        max_overflow = getattr(pool, "_max_overflow", -1)
+        if max_overflow < 0:
+            return False  # no limit: nobody ever waits
+        # The cheap test first: the pool is full only once it opened every overflow
+        # connection it may (QueuePool counts them in ``_overflow``).
+        if getattr(pool, "_overflow", max_overflow) < max_overflow:
+            return False
+        return bool(pool.checkedout() >= pool.size() + max_overflow)
+
+    def take(self) -> Connection:
+        """An idle connection (pinged if it sat idle), or a new one from the pool."""
         if self._generation != _generation:
             _abandoned.extend(self._free)
             self._free = []

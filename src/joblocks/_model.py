@@ -87,10 +87,21 @@ class JobLockModel(ModelCore):
             if not self.table_ready:
                 self._create_table()
             attempt = 1
+            cache = self._cache
             while True:
                 try:
-                    with self._connection() as conn:
-                        return fn(conn, self.statements, *args)
+                    if cache is None:
+                        with self.engine.connect() as conn:
+                            return fn(conn, self.statements, *args)
+                    # The cache's context manager, inlined: this runs on every call.
+                    conn = cache.take()
+                    try:
+                        result = fn(conn, self.statements, *args)
+                    except BaseException:
+                        cache.put_after_error(conn)
+                        raise
+                    cache.put(conn)
+                    return result
                 except sa_exc.DBAPIError as exc:
                     if attempt >= TRANSIENT_ATTEMPTS or not _ops.is_transient(
                         exc, self.statements.family
