@@ -29,6 +29,10 @@ if TYPE_CHECKING:
 log = logging.getLogger("joblocks")
 
 
+#: How early, as a share of the renewal interval, a lease may be renewed together with
+#: one that is due (keep-alive batching; see ``_renewal_due``).
+RENEW_SLACK = 0.1
+
 class LeaseBase:
     """State and logic shared by :class:`Lease` and ``joblocks.aio.Lease``."""
 
@@ -72,6 +76,10 @@ class LeaseBase:
         self._max_hold_until = None if max_hold_ms is None else sent_at + max_hold_ms / 1000
         self._renew_every = (renew_every_ms if renew_every_ms is not None else ttl_ms / 3) / 1000
         self.next_renewal = sent_at + self._renew_every
+        # A renewer that wakes for one lease also renews those due within this much:
+        # a thousand leases due at scattered times then cost a few wake-ups (and scans
+        # of the renewer's list) per second, not a thousand. Never after a failure.
+        self._renew_slack = self._renew_every * RENEW_SLACK
         self._on_lost = on_lost
         self._state_lock = threading.Lock()
         self._lost_reason: str | None = None
@@ -146,6 +154,7 @@ class LeaseBase:
             self._deadline = sent_at + ttl_ms / 1000
             self.expires_at = from_ms(expires_ms)
             self.next_renewal = sent_at + self._renew_every
+            self._renew_slack = self._renew_every * RENEW_SLACK
 
     def _mark_lost(self, reason: str) -> bool:
         """Record the loss once; True the first time."""
@@ -195,7 +204,7 @@ class LeaseBase:
             return "expire"
         if self._max_hold_until is not None and now >= self._max_hold_until:
             return "expire" if now >= self._deadline else "wait"
-        return "renew" if now >= self.next_renewal else "wait"
+        return "renew" if now >= self.next_renewal - self._renew_slack else "wait"
 
     def _next_wakeup(self) -> float:
         capped = self._max_hold_until is not None and self.next_renewal >= self._max_hold_until
@@ -204,6 +213,7 @@ class LeaseBase:
     def _after_failed_renewal(self, now: float) -> None:
         # Try again soon, well before the lease runs out.
         self.next_renewal = now + max(0.02, min(self._renew_every, (self._deadline - now) / 3))
+        self._renew_slack = 0.0
 
 
 class Lease(LeaseBase):
