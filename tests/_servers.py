@@ -316,6 +316,9 @@ def start_mariadb(base_dir: Path) -> Server:
     log = root / "server.log"
     # Options shared by the bootstrap (install-db passes them to mariadbd).
     common = [
+        # Its own temporary files under its root (owned by the server user): TMPDIR
+        # may point to a directory that user cannot write to.
+        f"--tmpdir={root}",
         "--innodb-log-file-size=16M",
         "--innodb-buffer-pool-size=64M",
         "--character-set-server=utf8mb4",
