@@ -33,6 +33,7 @@ log = logging.getLogger("joblocks")
 #: one that is due (keep-alive batching; see ``_renewal_due``).
 RENEW_SLACK = 0.1
 
+
 class LeaseBase:
     """State and logic shared by :class:`Lease` and ``joblocks.aio.Lease``."""
 
