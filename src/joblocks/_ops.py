@@ -94,7 +94,6 @@ def _run_step(
     key: str,
     holder: str,
     ttl_ms: int,
-    redraw: Prepared | None = None,
 ) -> tuple[int, ...] | None:
     """Run one step; its returned row (``returning``) or ``(LAST_INSERT_ID,)``, or None."""
     try:
@@ -110,8 +109,8 @@ def _run_step(
     value = int(result.lastrowid or 0)
     if value <= 0:
         return None
-    if step.redraw and redraw is not None:
-        return (_redraw(conn, redraw, key, holder, value),)
+    if step.redraw is not None:
+        return (_redraw(conn, step.redraw, key, holder, value),)
     return (value,)
 
 
@@ -131,7 +130,7 @@ def _redraw(conn: Connection, stmt: Prepared, key: str, holder: str, fence: int)
 def acquire(conn: Connection, st: Statements, key: str, holder: str, ttl_ms: int) -> Grant | None:
     """Take or re-take ``key`` for ``holder``; the grant, or None when held elsewhere."""
     for step in st.acquire:
-        row = _run_step(conn, step, key, holder, ttl_ms, st.redraw)
+        row = _run_step(conn, step, key, holder, ttl_ms)
         if row is not None:
             if len(row) == 3:
                 return Grant(row[0], row[1], row[2])
@@ -204,7 +203,7 @@ def count(conn: Connection, st: Statements, state: State = "all") -> int:
 
 def insert(conn: Connection, st: Statements, key: str, holder: str, ttl_ms: int) -> JobLock | None:
     """Insert a fresh row (new token); None when a row with that key exists."""
-    if _run_step(conn, st.insert, key, holder, ttl_ms, st.redraw) is None:
+    if _run_step(conn, st.insert, key, holder, ttl_ms) is None:
         return None
     return peek(conn, st, key)
 

@@ -69,9 +69,9 @@ class AcquireStep:
     #: A duplicate-key error from this step means "held by someone else".
     duplicate_means_taken: bool = False
     #: MySQL/MariaDB only: the grant's token was drawn in the ``VALUES`` of a plain
-    #: INSERT, before the row was locked; draw it again under the row lock
-    #: (:attr:`Statements.redraw`).
-    redraw: bool = False
+    #: INSERT, before the row was locked; this statement draws it again under the row
+    #: lock (same holder and token; the new one reported through ``LAST_INSERT_ID``).
+    redraw: Prepared | None = None
 
 
 @dataclass(frozen=True)
@@ -95,9 +95,6 @@ class Statements:
     count_live: Prepared
     count_expired: Prepared
     insert: AcquireStep
-    #: MySQL/MariaDB: draw a new token for a grant just inserted (same holder and
-    #: token), reported through ``LAST_INSERT_ID``; None elsewhere.
-    redraw: Prepared | None
     update_holder: Prepared
     update_ttl: Prepared
     delete: Prepared
@@ -159,7 +156,6 @@ def build(dialect: Dialect, table: Table, path: AcquirePath | None = None) -> St
     ours_or_expired = f"(expires_at <= {now} OR holder = :holder)"
 
     acquire: tuple[AcquireStep, ...]
-    redraw: Prepared | None = None
     if family == "mysql":
         # MySQL evaluates SET assignments left to right, each seeing the ones before:
         # fence first (reads the old holder), holder before expires_at, so that one
@@ -208,7 +204,7 @@ def build(dialect: Dialect, table: Table, path: AcquirePath | None = None) -> St
             p(f"INSERT INTO {t} ({cols}) " + values.format(fence=f"LAST_INSERT_ID({nxt})")),
             "lastrowid",
             duplicate_means_taken=True,
-            redraw=True,
+            redraw=redraw,
         )
         acquire = (upsert,) if chosen == "upsert" else (update, plain_insert)
         update_holder = p(
@@ -311,7 +307,6 @@ def build(dialect: Dialect, table: Table, path: AcquirePath | None = None) -> St
         count_live=p(f"SELECT COUNT(*) FROM {t} WHERE {live}"),
         count_expired=p(f"SELECT COUNT(*) FROM {t} WHERE {expired}"),
         insert=plain_insert,
-        redraw=redraw,
         update_holder=update_holder,
         update_ttl=p(f"UPDATE {t} SET expires_at = {now} + :ttl WHERE id = :key"),
         delete=p(f"DELETE FROM {t} WHERE id = :key"),
