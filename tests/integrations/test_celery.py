@@ -26,6 +26,8 @@ from typing import Any
 
 import pytest
 from celery import Celery
+from kombu.transport import filesystem
+from kombu.utils.json import dumps
 
 import joblocks
 from joblocks.contrib.celery import BEAT, SingleInstanceTask, beat_min_hold
@@ -36,6 +38,29 @@ BEAT_PERIOD_S = 60.0
 ENV_PREFIX = "JOBLOCKS_CELERY_TEST_"
 
 
+class _AtomicChannel(filesystem.Channel):  # type: ignore[misc]
+    """kombu's filesystem channel, writing each message under a temporary name first.
+
+    kombu creates the message file and only then writes it: a worker polling the
+    folder can take the empty file in between, and dies decoding it (seen in CI).
+    Renamed into place once written, a message appears whole or not at all (workers
+    only take names ending in ``.<queue>.msg``).
+    """
+
+    def _put(self, queue: str, payload: Any, **kwargs: Any) -> None:
+        name = f"{round(time.monotonic() * 1000)}_{uuid.uuid4()}.{queue}.msg"
+        final = os.path.join(self.data_folder_out, name)
+        with open(final + ".part", "wb") as f:
+            f.write(dumps(payload).encode())
+        os.replace(final + ".part", final)
+
+
+class AtomicFilesystemTransport(filesystem.Transport):  # type: ignore[misc]
+    """The filesystem transport with :class:`_AtomicChannel`."""
+
+    Channel = _AtomicChannel
+
+
 def app_config(folder: Path) -> dict[str, Any]:
     """Celery settings for a filesystem broker and result backend under ``folder``."""
     messages = folder / "messages"
@@ -43,6 +68,7 @@ def app_config(folder: Path) -> dict[str, Any]:
         (folder / sub).mkdir(parents=True, exist_ok=True)
     return {
         "broker_url": "filesystem://",
+        "broker_transport": f"{__name__}:AtomicFilesystemTransport",
         "broker_transport_options": {
             "data_folder_in": str(messages),
             "data_folder_out": str(messages),
