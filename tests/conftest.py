@@ -10,6 +10,8 @@ from __future__ import annotations
 import asyncio
 import inspect
 import os
+import shutil
+import tempfile
 import threading
 import time
 import uuid
@@ -42,7 +44,11 @@ def _server_or_skip(
         if isinstance(server, str):
             _unavailable(server)
         return server
-    tmp = request.getfixturevalue("tmp_path_factory").mktemp(name)
+    # Not under pytest's temporary root: another pytest of the same user resets that
+    # root's permissions when it starts, and the server users could then no longer
+    # reach their data directories. This directory is this run's alone.
+    tmp = Path(tempfile.mkdtemp(prefix=f"joblocks-{name}-"))
+    request.config.add_cleanup(lambda: shutil.rmtree(tmp, ignore_errors=True))
     try:
         server = start(tmp)
     except ServerUnavailable as exc:
