@@ -13,6 +13,8 @@ import joblocks
 import joblocks.aio
 from joblocks import _keepalive
 
+from . import _aio
+
 
 def test_cancel_on_loss_cancels_the_work(db_url: str, table_name: str) -> None:
     async def main() -> None:
@@ -39,7 +41,7 @@ def test_cancel_on_loss_cancels_the_work(db_url: str, table_name: str) -> None:
                 cancel_on_loss=True,
             )
         )
-        await started.wait()
+        await _aio.started(started, run)
         await model.delete("job")  # the lease is broken under the work
         began = time.monotonic()
         with pytest.raises(joblocks.LeaseLost, match="job"):

@@ -10,6 +10,8 @@ import pytest
 import joblocks
 import joblocks.aio
 
+from . import _aio
+
 
 @pytest.mark.parametrize("exc", [KeyboardInterrupt, SystemExit])
 def test_sync_work_interrupted_still_releases(
@@ -36,7 +38,7 @@ def test_async_work_cancelled_still_releases(db_url: str, table_name: str) -> No
             await asyncio.sleep(30)
 
         task = asyncio.create_task(joblocks.aio.run_with_lock("job", 30_000, work, model=model))
-        await started.wait()
+        await _aio.started(started, task)
         assert (await model.peek("job")) is not None
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
@@ -71,7 +73,7 @@ def test_async_overlap_in_one_process_is_refused(db_url: str, table_name: str) -
         first = asyncio.create_task(
             joblocks.aio.run_with_lock("job", 30_000, long_work, model=model)
         )
-        await inside.wait()
+        await _aio.started(inside, first)
         assert await joblocks.aio.run_with_lock("job", 30_000, other, model=model) is False
         # The sync face shares the guard for the same database and table.
         sync_model = joblocks.JobLockModel(db_url, table_name=table_name)
