@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sqlalchemy import create_engine, text
 
 import joblocks
 import joblocks.aio
@@ -162,6 +163,44 @@ def test_postgresql_other_tables_do_not_share_the_guard(
     # A quoted mixed-case name is another table on PostgreSQL.
     mixed = make_face_model(pg_server.url, table_name=f"{table_name}_B")
     assert_no_overlap_guard(other, mixed, key)
+
+
+def test_postgresql_without_pg_control_system_keys_on_the_port(
+    make_face_model: Callable[..., Any], pg_server: Server, table_name: str, key: str
+) -> None:
+    admin = create_engine(pg_server.url, isolation_level="AUTOCOMMIT")
+    role = f"r_{table_name}"
+    with admin.connect() as conn:
+        conn.execute(text(f"CREATE ROLE {role} LOGIN"))
+        conn.execute(text(f"GRANT USAGE, CREATE ON SCHEMA public TO {role}"))
+        conn.execute(text("REVOKE EXECUTE ON FUNCTION pg_control_system() FROM PUBLIC"))
+    try:
+        url = pg_server.url.replace("postgres@", f"{role}@")
+        first = make_face_model(url)
+        second = make_face_model(url.replace("127.0.0.1", "localhost") + "?application_name=y")
+        assert_overlap_refused(first, second, key)
+        assert first.identity[1] == f"port {pg_server.port}"
+    finally:
+        with admin.connect() as conn:
+            conn.execute(text("GRANT EXECUTE ON FUNCTION pg_control_system() TO PUBLIC"))
+        admin.dispose()
+
+
+# -- a missing table is an error, and no identity is kept ---------------------------------
+
+
+def test_run_with_lock_on_a_missing_table_raises_and_keeps_no_identity(
+    make_model: Any, backend: str, key: str
+) -> None:
+    model = make_model(create_table=False)
+    with pytest.raises(joblocks.LockBackendError) as info:
+        model.run_with_lock(key, TTL, lambda: None)
+    assert "exist" in str(info.value) or "no such table" in str(info.value)
+    if backend != "sqlite":
+        assert model.identity is None  # read again once the table exists
+    model.create_table()
+    other = make_model()
+    assert_overlap_refused(model, other, key)
 
 
 # -- MariaDB: the server's hostname, port and data directory, the resolved table ----------

@@ -240,6 +240,19 @@ def is_async_engine(obj: object) -> TypeGuard[AsyncEngine]:
     return module is not None and isinstance(obj, module.AsyncEngine)
 
 
+#: The cluster's system identifier, where this role may read it.
+_PG_SYSTEM = (
+    "CASE WHEN has_function_privilege('pg_catalog.pg_control_system()', 'EXECUTE') "
+    "THEN (SELECT system_identifier::text FROM pg_catalog.pg_control_system()) END"
+)
+_PG_IDENTITY = (
+    "SELECT {system}, current_setting('port'), current_database(), n.nspname, c.relname "
+    "FROM (SELECT to_regclass(:name) AS oid) AS r "
+    "LEFT JOIN pg_catalog.pg_class AS c ON c.oid = r.oid "
+    "LEFT JOIN pg_catalog.pg_namespace AS n ON n.oid = c.relnamespace"
+)
+
+
 class TableIdentity(NamedTuple):
     """Which table a model reaches, as the file system or the server reports it.
 
@@ -263,6 +276,9 @@ def table_identity(conn: Connection, statements: Any, table: Table) -> TableIden
       database, and the schema and name the table resolves to on the search path.
     - MariaDB: ``@@hostname``, ``@@port`` and ``@@datadir`` of the server, and the
       schema and name ``information_schema`` reports for the table.
+
+    A missing table raises ``NoSuchTableError`` on PostgreSQL and MariaDB (nothing is
+    kept then: the next call reads the identity again).
     """
     name = conn.dialect.name
     if name == "sqlite":
@@ -274,22 +290,15 @@ def table_identity(conn: Connection, statements: Any, table: Table) -> TableIden
         key = ("sqlite", found.st_dev, found.st_ino, table.name.lower())
         return TableIdentity(key, (path, found.st_dev, found.st_ino))
     if name == "postgresql":
-        quoted = conn.dialect.identifier_preparer.format_table(table)
-        row = conn.execute(
-            text(
-                "SELECT CASE WHEN has_function_privilege("
-                "'pg_catalog.pg_control_system()', 'EXECUTE') THEN (SELECT "
-                "system_identifier::text FROM pg_catalog.pg_control_system()) END, "
-                "current_setting('port'), current_database(), n.nspname, c.relname "
-                "FROM (SELECT to_regclass(:name) AS oid) AS r "
-                "LEFT JOIN pg_catalog.pg_class AS c ON c.oid = r.oid "
-                "LEFT JOIN pg_catalog.pg_namespace AS n ON n.oid = c.relnamespace"
-            ),
-            {"name": quoted},
-        ).one()
+        quoted = {"name": conn.dialect.identifier_preparer.format_table(table)}
+        try:
+            row = conn.execute(text(_PG_IDENTITY.format(system=_PG_SYSTEM)), quoted).one()
+        except sa_exc.DBAPIError:  # pg_control_system() granted but refused (a fork)
+            row = conn.execute(text(_PG_IDENTITY.format(system="NULL")), quoted).one()
+        if row[4] is None:
+            raise sa_exc.NoSuchTableError(f"relation {table.fullname} does not exist")
         cluster = f"system {row[0]}" if row[0] is not None else f"port {row[1]}"
-        where = (row[3], row[4]) if row[4] is not None else (table.schema, table.name)
-        return TableIdentity(("postgresql", cluster, row[2], *where), None)
+        return TableIdentity(("postgresql", cluster, row[2], row[3], row[4]), None)
     row = conn.execute(
         text(
             "SELECT @@hostname, @@port, @@datadir, COALESCE(:schema, DATABASE()), "
@@ -298,7 +307,9 @@ def table_identity(conn: Connection, statements: Any, table: Table) -> TableIden
         ),
         {"schema": table.schema, "name": table.name},
     ).one()
-    return TableIdentity(("mysql", row[0], row[1], row[2], row[3], row[4] or table.name), None)
+    if row[4] is None:
+        raise sa_exc.NoSuchTableError(f"table {table.fullname} doesn't exist")
+    return TableIdentity(("mysql", row[0], row[1], row[2], row[3], row[4]), None)
 
 
 def tune_user_sqlite(conn: Connection) -> None:
