@@ -280,3 +280,10 @@ def test_identity_is_unknown_until_first_use(tmp_path: Path) -> None:
         assert model.identity is not None
     finally:
         model.dispose()
+
+
+def test_an_in_memory_uri_is_refused_at_first_use(make_face_model: Callable[..., Any]) -> None:
+    # ``file::memory:`` passes the URL check; the connection then reports no file.
+    model = make_face_model("sqlite:///file::memory:?uri=true")
+    with pytest.raises(ValueError, match="has no file"):
+        model.peek("k")

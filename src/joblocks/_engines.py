@@ -285,7 +285,10 @@ def table_identity(conn: Connection, statements: Any, table: Table) -> TableIden
         rows = conn.exec_driver_sql("PRAGMA database_list").all()
         path = next((str(row[2]) for row in rows if row[1] == "main"), "")
         if not path:
-            raise ValueError("database: the SQLite database has no file (in-memory?)")
+            raise ValueError(
+                "database: this SQLite connection has no file (an in-memory or temporary "
+                "database), so it cannot exclude anything; use a file, e.g. 'sqlite:///locks.db'"
+            )
         found = os.stat(path)
         key = ("sqlite", found.st_dev, found.st_ino, table.name.lower())
         return TableIdentity(key, (path, found.st_dev, found.st_ino))
