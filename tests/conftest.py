@@ -230,6 +230,19 @@ def face(request: pytest.FixtureRequest) -> str:
 @pytest.fixture
 def make_model(face: str, db_url: str, table_name: str) -> Iterator[Callable[..., Any]]:
     """Build models of the test's face on the test's database and table; closed after."""
+    yield from _models(face, db_url, table_name)
+
+
+@pytest.fixture
+def make_face_model(face: str, table_name: str) -> Iterator[Callable[..., Any]]:
+    """Like ``make_model``, for a database the test names: ``make(url, **options)``."""
+    models = _models(face, "", table_name)
+    make = next(models)
+    yield lambda url, **options: make(url=url, **options)
+    next(models, None)
+
+
+def _models(face: str, db_url: str, table_name: str) -> Iterator[Callable[..., Any]]:
     made: list[Any] = []
     loop = asyncio.new_event_loop() if face == "aio" else None
     thread = None

@@ -15,7 +15,14 @@ from typing import TYPE_CHECKING, Any
 
 from . import _config
 from ._decorator import single_instance
-from ._errors import LeaseLost, LockBackendError, LockError, LockExistsError, LockNotAcquired
+from ._errors import (
+    LeaseLost,
+    LockBackendError,
+    LockError,
+    LockExistsError,
+    LockNotAcquired,
+    LockTableMismatch,
+)
 from ._events import Event, EventKind, add_listener, remove_listener
 from ._identity import worker_id
 from ._lease import Lease
@@ -45,6 +52,7 @@ __all__ = [
     "LockError",
     "LockExistsError",
     "LockNotAcquired",
+    "LockTableMismatch",
     "__version__",
     "add_listener",
     "build_table",

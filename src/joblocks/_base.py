@@ -6,10 +6,10 @@ import logging
 import random
 from typing import TYPE_CHECKING, Any, Union, cast
 
-from sqlalchemy import URL, Engine, MetaData, Table
+from sqlalchemy import URL, Connection, Engine, MetaData, Table
 
 from . import _engines, _validate
-from ._schema import build_table
+from ._schema import build_table, ensure_table
 from ._statements import AcquirePath, Statements, build
 
 log = logging.getLogger("joblocks")
@@ -86,7 +86,10 @@ class ModelCore:
         self.table = build_table(MetaData(), table_name, schema)
         self.statements = build(dialect, self.table, acquire_path)
         self.errors_as_taken = errors_as_taken
-        self.table_ready = not create_table
+        self._create = create_table
+        self._tune_sqlite = dialect.name == "sqlite" and not self.owns_engine
+        # A SQLite model always has a first-use step: it reads the file's identity.
+        self.table_ready = not create_table and dialect.name != "sqlite"
 
     @property
     def table_name(self) -> str:
@@ -104,14 +107,35 @@ class ModelCore:
         return self.statements.path
 
     @property
-    def identity(self) -> tuple[str, str | None, str]:
-        """Which lock table this model talks to, whatever the driver (sync or asyncio).
+    def identity(self) -> tuple[Any, ...] | None:
+        """Which lock table this model talks to, as the file system or the server
+        reports it (see :func:`joblocks._engines.table_identity`); None until known.
 
-        The in-process overlap guard of ``run_with_lock`` is keyed by it.
+        Equal for two models (sync or asyncio) exactly when they reach the same table,
+        however their URLs are spelled: the in-process overlap guard of
+        ``run_with_lock`` is keyed by it. Read on the first ``run_with_lock`` (on
+        SQLite: on the first call) and kept for the model's life.
         """
-        url = self.engine.url
-        where = url.set(drivername=url.get_backend_name()).render_as_string(hide_password=True)
-        return (where, self.table.schema, self.table.name)
+        return None if self._found is None else self._found.key
+
+    #: The identity once read (see ``identity``).
+    _found: _engines.TableIdentity | None = None
+
+    @property
+    def _first_use_name(self) -> str:
+        return "create table" if self._create else "open database"
+
+    def _first_use(self, conn: Connection, create: bool) -> None:
+        """What a model does once, before its first operation: create the table
+        (``create``), on a caller's SQLite engine switch the file to WAL, and on SQLite
+        read the file's identity (which a keep-alive lease watches)."""
+        if create:
+            ensure_table(conn, self.table)
+        if self._tune_sqlite:
+            _engines.tune_user_sqlite(conn)
+            self._tune_sqlite = False
+        if self._found is None and self.statements.family == "sqlite":
+            self._found = _engines.table_identity(conn, self.statements, self.table)
 
     def __repr__(self) -> str:
         return (

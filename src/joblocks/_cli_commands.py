@@ -7,6 +7,7 @@ import logging
 import os
 
 from ._cli_common import (
+    EXIT_BACKEND,
     EXIT_NO,
     EXIT_OK,
     EXIT_USAGE,
@@ -138,7 +139,7 @@ def cmd_init(args: argparse.Namespace) -> int:
         return EXIT_OK
     from sqlalchemy import inspect
 
-    from ._errors import translate
+    from ._errors import LockTableMismatch, translate
 
     url, _source = resolve_url(args)
     path = sqlite_file(url)
@@ -150,6 +151,13 @@ def cmd_init(args: argparse.Namespace) -> int:
         with translate("inspect", model.database):
             existed = inspect(model.engine).has_table(locks.name, schema=locks.schema)
         model.create_table()
+    except LockTableMismatch as exc:
+        raise CliError(
+            f"table {locks.fullname} on {model.database} is not a joblocks lock table: "
+            f"{'; '.join(exc.problems)}. Nothing was created (name another table with "
+            "--table, or rename that one)",
+            EXIT_BACKEND,
+        ) from exc
     finally:
         model.dispose()
     counter = "fencing counter" if model.engine.dialect.name == "sqlite" else "fencing sequence"

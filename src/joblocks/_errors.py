@@ -5,8 +5,9 @@ The hierarchy::
     Exception
     └── LockError                 root: catch this to catch everything joblocks raises
         ├── LockBackendError      the database failed (connection, timeout, missing table,
-        │                         malformed URL, ...); chained to the driver's exception.
-        │                         Never means "the lock is taken".
+        │   │                     malformed URL, ...); chained to the driver's exception.
+        │   │                     Never means "the lock is taken".
+        │   └── LockTableMismatch a table of the lock table's name exists, of another shape
         ├── LockExistsError       JobLockModel.insert() found a row with that key
         ├── LockNotAcquired       joblocks.lease() could not take the lock (held elsewhere)
         └── LeaseLost             Lease.ensure_held(): the lease is no longer ours
@@ -29,6 +30,7 @@ __all__ = [
     "LockError",
     "LockExistsError",
     "LockNotAcquired",
+    "LockTableMismatch",
 ]
 
 
@@ -49,6 +51,25 @@ class LockBackendError(LockError):
         self.database = database
         self.detail = detail
         super().__init__(f"{operation} failed on {database}: {detail}")
+
+
+class LockTableMismatch(LockBackendError):
+    """A table of the lock table's name exists but is not a joblocks lock table.
+
+    Raised on first use (table creation) and by ``joblocks init`` instead of using the
+    table or creating anything beside it (no fencing sequence or counter). ``table``
+    is its name, ``problems`` one line per mismatch (missing or extra columns, a
+    column of another type, another primary key).
+    """
+
+    def __init__(self, database: str, table: str, problems: list[str]) -> None:
+        self.table = table
+        self.problems = list(problems)
+        detail = (
+            f"table {table} is not a joblocks lock table: {'; '.join(self.problems)} "
+            "(nothing was created; use another table name, or rename that table)"
+        )
+        super().__init__("create table", database, detail)
 
 
 class LockExistsError(LockError, KeyError):

@@ -5,6 +5,12 @@ shares the worker id, so two overlapping ``run_with_lock`` calls on one key insi
 process would both run. joblocks refuses the second one instead: this registry holds
 the (lock table, key) pairs this process is running. It is shared by the sync and
 asyncio faces and emptied in a forked child.
+
+The table is named by its identity as the file system or the server reports it
+(``ModelCore.identity``, read by ``joblocks._engines.table_identity``: a SQLite file's
+device and inode, PostgreSQL's system identifier, MariaDB's host, port and data
+directory, and the table as the database resolves it), never by the spelling of a
+URL: two models that reach one table through different URLs share one slot.
 """
 
 from __future__ import annotations

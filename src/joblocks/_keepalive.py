@@ -138,7 +138,8 @@ class ThreadRenewer:
             for lease in expired:
                 lease._expire()
             for lease in renew:
-                lease._renew_once()
+                if not lease._lost_file():
+                    lease._renew_once()
             del renew, expired
             lease = None
 
@@ -201,7 +202,7 @@ class TaskRenewer:
                 with contextlib.suppress(asyncio.TimeoutError):
                     await asyncio.wait_for(self._wake.wait(), timeout)
                 continue
-            await asyncio.gather(*(held._renew_once() for held in renew))
+            await asyncio.gather(*(held._renew_once() for held in renew if not held._lost_file()))
             del renew
 
 

@@ -10,6 +10,7 @@ a SQL condition that fences a write to the time it holds.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from datetime import datetime, timedelta
@@ -43,6 +44,7 @@ class LeaseBase:
     acquired_at: datetime
     expires_at: datetime
     ttl_ms: int
+    _model: Any  # the face's JobLockModel
 
     def __init__(
         self,
@@ -210,6 +212,31 @@ class LeaseBase:
     def _next_wakeup(self) -> float:
         capped = self._max_hold_until is not None and self.next_renewal >= self._max_hold_until
         return self._deadline if capped else min(self.next_renewal, self._deadline)
+
+    def _lost_file(self) -> bool:
+        """On SQLite, before a keep-alive renewal: True (and the lease marked lost) when
+        the database file is no longer at its path, deleted or replaced by another file.
+
+        A connection opened before keeps writing to the deleted file, where no other
+        process sees this lease any more: renewing it there would hold nothing.
+        """
+        found = self._model._found
+        watched = None if found is None else found.file
+        if watched is None:
+            return False
+        path, device, inode = watched
+        try:
+            now = os.stat(path)
+        except FileNotFoundError:
+            reason = f"the SQLite file {path} was deleted"
+        except OSError:
+            return False  # cannot tell (e.g. permissions): the renewal decides
+        else:
+            if (now.st_dev, now.st_ino) == (device, inode):
+                return False
+            reason = f"the SQLite file {path} was replaced by another file"
+        self._mark_lost(f"{reason}; other processes no longer see this lease")
+        return True
 
     def _after_failed_renewal(self, now: float) -> None:
         # Try again soon, well before the lease runs out.

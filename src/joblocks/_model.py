@@ -13,14 +13,14 @@ from typing import Any, Callable, TypeVar
 from sqlalchemy import Connection, Engine
 from sqlalchemy import exc as sa_exc
 
-from . import _events, _ops, _validate
+from . import _engines, _events, _ops, _validate
 from ._base import TRANSIENT_ATTEMPTS, Database, ModelCore, log, transient_pause
 from ._connections import ConnectionCache
 from ._errors import LockBackendError, LockExistsError, translate
 from ._keepalive import thread_renewer
 from ._lease import Lease, LeaseOptions, fill_times, next_pause
 from ._records import JobLock
-from ._schema import JOB_LOCKS_TABLE_NAME, ensure_table
+from ._schema import JOB_LOCKS_TABLE_NAME
 from ._statements import AcquirePath
 
 T = TypeVar("T")
@@ -115,16 +115,27 @@ class JobLockModel(ModelCore):
         with self._table_lock:
             if self.table_ready:
                 return
-            with self._connection() as conn:
-                ensure_table(conn, self.table)
+            with translate(self._first_use_name, self.database), self._connection() as conn:
+                self._first_use(conn, self._create)
             self.table_ready = True
 
     def create_table(self) -> None:
-        """Create the lock table and its fencing counter if they are missing."""
+        """Create the lock table and its fencing counter if they are missing.
+
+        Raises :class:`~joblocks.LockTableMismatch` (creating nothing) when a table of
+        that name exists with another shape.
+        """
         with translate("create table", self.database):
             with self._connection() as conn:
-                ensure_table(conn, self.table)
+                self._first_use(conn, True)
             self.table_ready = True
+
+    def _identify(self) -> tuple[Any, ...]:
+        """The table's identity (see ``identity``): read once, then kept."""
+        if self._found is None:
+            found = self._call("identify table", _engines.table_identity, self.table)
+            self._found = self._found or found
+        return self._found.key
 
     def dispose(self) -> None:
         """Close this model's connections (and its engine, if joblocks made it).

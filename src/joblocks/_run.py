@@ -73,7 +73,7 @@ def run_with_lock(
     )
     model = resolve_model(model, JobLockModel, get_model, "joblocks.JobLockModel")
     started = time.monotonic()
-    slot = (model.identity, key)
+    slot = (model._identify(), key)
     attempt = 0
     while not _guard.enter(slot):
         attempt += 1

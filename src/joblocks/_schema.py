@@ -19,16 +19,21 @@ from sqlalchemy import (
     Column,
     Connection,
     Dialect,
+    Integer,
     MetaData,
     Sequence,
     String,
     Table,
     event,
+    inspect,
 )
 from sqlalchemy.dialects.mysql import VARBINARY
+from sqlalchemy.exc import NoSuchTableError
+from sqlalchemy.sql.sqltypes import _Binary
 from sqlalchemy.types import TypeDecorator, TypeEngine
 
 from . import _validate
+from ._errors import LockTableMismatch
 
 JOB_LOCKS_TABLE_NAME = "job_locks"
 
@@ -147,7 +152,11 @@ def ensure_table(conn: Connection, table: Table) -> None:
     Several processes may start at once on an empty database: each checks, creates
     what is missing, and when another one got there first (a "duplicate" error from
     the CREATE, even with IF NOT EXISTS on PostgreSQL), checks again.
+
+    A table of that name that is not a joblocks lock table (see :func:`shape_problems`)
+    raises :class:`~joblocks.LockTableMismatch`, and nothing is created.
     """
+    check_shape(conn, table)
     for attempt in range(1, 6):
         try:
             table.metadata.create_all(conn, checkfirst=True)
@@ -159,3 +168,67 @@ def ensure_table(conn: Connection, table: Table) -> None:
     if conn.dialect.name == "sqlite":
         for statement in sqlite_counter_ddl(table.name, fence_counter_name(table.name)):
             conn.exec_driver_sql(statement)
+
+
+#: The lock table's columns: name -> the SQLAlchemy type class its reflection must be.
+_COLUMN_KINDS: dict[str, tuple[type[TypeEngine[Any]], ...]] = {
+    "id": (String, _Binary),
+    "holder": (String, _Binary),
+    "acquired_at": (Integer,),
+    "expires_at": (Integer,),
+    "fence": (Integer,),
+}
+
+
+def shape_problems(conn: Connection, table: Table) -> list[str] | None:
+    """What makes the existing table of ``table``'s name not a joblocks lock table.
+
+    None when there is no such table; an empty list when it has the lock table's shape:
+    exactly the columns ``id``, ``holder`` (text), ``acquired_at``, ``expires_at``,
+    ``fence`` (integers) and the primary key ``(id)``. Column names are compared as the
+    database compares them: exactly on PostgreSQL, ignoring case on SQLite and MariaDB
+    (``"acquiredAt"`` is never ``acquired_at``).
+    """
+    found = inspect(conn)
+    if not found.has_table(table.name, schema=table.schema):
+        return None
+    # Column names are case-insensitive on SQLite and MariaDB, exact on PostgreSQL.
+    fold = str if conn.dialect.name == "postgresql" else str.lower
+    columns = {
+        fold(column["name"]): column for column in found.get_columns(table.name, table.schema)
+    }
+    problems: list[str] = []
+    missing = [name for name in _COLUMN_KINDS if name not in columns]
+    extra = sorted(column["name"] for key, column in columns.items() if key not in _COLUMN_KINDS)
+    if missing:
+        problems.append("missing columns " + ", ".join(missing))
+    if extra:
+        problems.append("extra columns " + ", ".join(extra))
+    for name, kinds in _COLUMN_KINDS.items():
+        column = columns.get(name)
+        if column is not None and not isinstance(column["type"], kinds):
+            wanted = "text" if kinds[0] is String else "an integer"
+            problems.append(f"column {name} is {_type_name(column['type'], conn)}, not {wanted}")
+    try:
+        primary = found.get_pk_constraint(table.name, table.schema)["constrained_columns"] or []
+    except NoSuchTableError:  # SQLite's reflection looks the name up with its case
+        primary = [column["name"] for column in columns.values() if column.get("primary_key")]
+    if "id" in columns and [fold(name) for name in primary] != ["id"]:
+        shown = ", ".join(primary) if primary else "none"
+        problems.append(f"primary key is ({shown}), not (id)")
+    return problems
+
+
+def _type_name(kind: TypeEngine[Any], conn: Connection) -> str:
+    try:
+        return str(kind.compile(dialect=conn.dialect))
+    except Exception:
+        return type(kind).__name__
+
+
+def check_shape(conn: Connection, table: Table) -> None:
+    """Raise :class:`~joblocks.LockTableMismatch` when the table is not a lock table."""
+    problems = shape_problems(conn, table)
+    if problems:
+        where = conn.engine.url.render_as_string(hide_password=True)
+        raise LockTableMismatch(where, table.fullname, problems)

@@ -27,13 +27,14 @@ from ._errors import (
     LockError,
     LockExistsError,
     LockNotAcquired,
+    LockTableMismatch,
     translate,
 )
 from ._keepalive import task_renewer
 from ._lease import LeaseBase, LeaseOptions, check_cancel_on_loss, fill_times, next_pause
 from ._records import JobLock
 from ._run import after_release, check_work
-from ._schema import JOB_LOCKS_TABLE_NAME, ensure_table
+from ._schema import JOB_LOCKS_TABLE_NAME
 from ._statements import AcquirePath
 
 __all__ = [
@@ -45,6 +46,7 @@ __all__ = [
     "LockError",
     "LockExistsError",
     "LockNotAcquired",
+    "LockTableMismatch",
     "configure",
     "get_model",
     "lease",
@@ -84,7 +86,10 @@ class JobLockModel(ModelCore):
     async def _call(self, operation: str, fn: Callable[..., T], *args: Any) -> T:
         with translate(operation, self.database):
             if not self.table_ready:
-                await self.create_table()
+                with translate(self._first_use_name, self.database):
+                    async with self.engine.connect() as conn:
+                        await conn.run_sync(self._first_use, self._create)
+                self.table_ready = True
             attempt = 1
             while True:
                 try:
@@ -119,11 +124,22 @@ class JobLockModel(ModelCore):
         return None
 
     async def create_table(self) -> None:
-        """Create the lock table and its fencing counter if they are missing."""
+        """Create the lock table and its fencing counter if they are missing.
+
+        Raises :class:`LockTableMismatch` (creating nothing) when a table of that name
+        exists with another shape.
+        """
         with translate("create table", self.database):
             async with self.engine.connect() as conn:
-                await conn.run_sync(ensure_table, self.table)
+                await conn.run_sync(self._first_use, True)
             self.table_ready = True
+
+    async def _identify(self) -> tuple[Any, ...]:
+        """The table's identity (see ``identity``): read once, then kept."""
+        if self._found is None:
+            found = await self._call("identify table", _engines.table_identity, self.table)
+            self._found = self._found or found
+        return self._found.key
 
     async def dispose(self) -> None:
         """Close this model's connections (and its engine, if joblocks made it)."""
@@ -321,7 +337,7 @@ async def run_with_lock(
     )
     model = resolve_model(model, JobLockModel, get_model, "joblocks.aio.JobLockModel")
     started = time.monotonic()
-    slot = (model.identity, key)
+    slot = (await model._identify(), key)
     attempt = 0
     while not _guard.enter(slot):
         attempt += 1
