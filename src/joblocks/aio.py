@@ -137,7 +137,11 @@ class JobLockModel(ModelCore):
     async def acquire_token(
         self, lock_key: str, ttl: _validate.Duration, holder: str
     ) -> int | None:
-        """Like :meth:`acquire`, returning the grant's fencing token (None when taken)."""
+        """Like :meth:`acquire`, returning the grant's fencing token (None when taken).
+
+        The same token for a re-entrant acquire of a live row; a larger one for any
+        other grant (the holder's own expired row included).
+        """
         key = _validate.lock_key(lock_key)
         ttl_ms = _validate.duration_ms(ttl, "ttl")
         who = _validate.holder(holder)
@@ -157,7 +161,8 @@ class JobLockModel(ModelCore):
         return await self._call("release", _ops.release, key, who)
 
     async def refresh(self, lock_key: str, ttl: _validate.Duration, holder: str) -> bool:
-        """Set the expiry to now + ``ttl`` if the row is ``holder``'s, even if expired."""
+        """Set the expiry to now + ``ttl`` if the row is ``holder``'s, even if expired,
+        keeping its token; see :meth:`joblocks.JobLockModel.refresh`."""
         key = _validate.lock_key(lock_key)
         ttl_ms = _validate.duration_ms(ttl, "ttl")
         who = _validate.holder(holder)
