@@ -152,11 +152,26 @@ def test_taking_back_an_expired_row_is_a_new_grant(model: Any, key: str) -> None
     assert model.peek(key).fence == second
 
 
-def test_a_stale_lease_never_acts_on_a_later_grant_to_the_same_holder(model: Any, key: str) -> None:
+def _fences(db_url: str, held: Any) -> bool:
+    """Whether a fenced write under ``held`` would happen now."""
+    clause = getattr(held, "_target", held).is_held_clause()  # the asyncio view wraps it
+    engine = sa.create_engine(db_url)
+    try:
+        with engine.connect() as conn:
+            return bool(conn.execute(sa.select(clause)).scalar())
+    finally:
+        engine.dispose()
+
+
+def test_a_stale_lease_never_acts_on_a_later_grant_to_the_same_holder(
+    model: Any, key: str, db_url: str
+) -> None:
     stale = model.try_lease(key, 50, holder="w1")
     time.sleep(0.1)
     fresh = model.try_lease(key, 10_000, holder="w1")
     assert fresh.token > stale.token
+    assert _fences(db_url, fresh)
+    assert not _fences(db_url, stale)
     assert stale.release() is False  # another grant: nothing deleted
     assert model.peek(key).fence == fresh.token
     with pytest.raises(joblocks.LeaseLost):
