@@ -5,6 +5,16 @@ out (by this process's monotonic clock, measured from just before the grant was
 asked for, so it never thinks it holds longer than the database does), can be
 refreshed and released, can check with the database that it still holds, and gives
 a SQL condition that fences a write to the time it holds.
+
+The rules a lease keeps (docs/leases.md):
+
+- a grant lasts from the acquire until its expiry (moved by refreshes while it is
+  live); an acquire after it expired, even by the same holder, is another grant with a
+  larger token, and a lease's refresh, release and checks act on its own grant only;
+- a lost lease stays lost: once ``lost`` is True, ``refresh()`` returns False and sends
+  nothing, so the row is left as it is;
+- ``remaining()`` never exceeds the database's view (times are whole milliseconds of
+  the database's clock, floored; see ``_clock``).
 """
 
 from __future__ import annotations
@@ -74,8 +84,11 @@ class LeaseBase:
         self.acquired_at = from_ms(acquired)
         self.expires_at = from_ms(expires)
         self._started = sent_at
-        self._deadline = sent_at + ttl_ms / 1000
+        self._deadline = deadline(sent_at, ttl_ms)
         self._min_hold_ms = min_hold_ms
+        # The latest end of a hold promised by refresh(min_hold=...), epoch ms by the
+        # database's clock (0: none); a release keeps the row until then.
+        self._hold_until_ms = 0
         self._max_hold_until = None if max_hold_ms is None else sent_at + max_hold_ms / 1000
         self._renew_every = (renew_every_ms if renew_every_ms is not None else ttl_ms / 3) / 1000
         self.next_renewal = sent_at + self._renew_every
@@ -93,7 +106,13 @@ class LeaseBase:
 
     @property
     def lost(self) -> bool:
-        """True once the lease is known lost (refused renewal or refresh, ran out, released)."""
+        """True once the lease is known lost; final.
+
+        Set when a renewal or refresh is refused (the row is gone, expired, or another
+        grant's), when :meth:`ensure_held` finds it so, or when it runs out before a
+        keep-alive renewal lands. A lost lease never becomes held again: ``refresh()``
+        returns False without touching the database. A released lease is not "lost".
+        """
         return self._lost_reason is not None
 
     @property
@@ -115,7 +134,10 @@ class LeaseBase:
         """How long the lease still holds, at most (zero once lost, released or run out).
 
         Measured on this process's monotonic clock from just before the grant (or the
-        last renewal) was sent, so it is never longer than the database's view.
+        last renewal) was sent, less 1 ms for the database's clock being floored to the
+        millisecond when it wrote the expiry, so it is never longer than the database's
+        view (``expires_at`` minus the database's now), as long as the two clocks run at
+        the same rate.
         """
         if self._lost_reason is not None or self._released:
             return timedelta(0)
@@ -152,9 +174,37 @@ class LeaseBase:
 
     # -- transitions (called by the faces and the renewers) -----------------------------
 
+    def _refresh_args(
+        self, ttl: _validate.Duration | None, min_hold: _validate.Duration | None
+    ) -> tuple[int, int | None] | None:
+        """Validated ``(ttl_ms, min_hold_ms)`` of a refresh; None when nothing may be sent
+        (the lease is released or lost: a lost lease stays lost)."""
+        ttl_ms = self.ttl_ms if ttl is None else _validate.duration_ms(ttl, "ttl")
+        hold_ms = None
+        if min_hold is not None:
+            hold_ms = _validate.duration_ms(min_hold, "min_hold", allow_zero=True)
+        if self._released or self._lost_reason is not None:
+            return None
+        return ttl_ms, hold_ms
+
+    def _refreshed(
+        self, expires_ms: int | None, sent_at: float, ttl_ms: int, min_hold_ms: int | None
+    ) -> bool:
+        """Follow a refresh's answer (the new expiry, or None when refused)."""
+        if expires_ms is None:
+            self._mark_lost("refresh refused: the row is gone, expired or another grant's")
+            return False
+        self._renewed(expires_ms, sent_at, ttl_ms)
+        if min_hold_ms:
+            # The database's now at the refresh is exactly expires - ttl (its own sum).
+            with self._state_lock:
+                until = expires_ms - ttl_ms + min_hold_ms
+                self._hold_until_ms = max(self._hold_until_ms, until)
+        return True
+
     def _renewed(self, expires_ms: int, sent_at: float, ttl_ms: int) -> None:
         with self._state_lock:
-            self._deadline = sent_at + ttl_ms / 1000
+            self._deadline = deadline(sent_at, ttl_ms)
             self.expires_at = from_ms(expires_ms)
             self.next_renewal = sent_at + self._renew_every
             self._renew_slack = self._renew_every * RENEW_SLACK
@@ -251,30 +301,43 @@ class Lease(LeaseBase):
         super().__init__(table=model.table, **state)
         self._model = model
 
-    def refresh(self, ttl: _validate.Duration | None = None) -> bool:
-        """Extend the lease to now + ``ttl`` (default: its ttl), by the database's clock.
+    def refresh(
+        self,
+        ttl: _validate.Duration | None = None,
+        *,
+        min_hold: _validate.Duration | None = None,
+    ) -> bool:
+        """Extend the lease to now + ``ttl`` (ms or timedelta; default: its ttl), by the
+        database's clock, keeping its token.
 
-        False (and the lease is marked lost) when the row is gone, another holder's, or
-        another grant's.
+        Only a live grant is extended: False (and the lease is marked lost) when the
+        row is gone, another holder's, another grant's, or expired — an expired grant
+        is over, and taking the key again is a new grant (:meth:`JobLockModel.try_lease`).
+        False without touching the database once the lease is released or lost.
+
+        ``min_hold`` (ms or timedelta, >= 0; ShedLock's ``lockAtLeastFor`` on
+        ``extend``): a :meth:`release` before the database's now at this refresh +
+        ``min_hold`` keeps the row until then, so no one else takes the key before
+        that time. It never shortens a hold promised before (``try_lease(min_hold=)``
+        or an earlier refresh): a release keeps the row until the latest of them.
+        Bad values raise ``TypeError``/``ValueError`` before the database is touched.
         """
-        ttl_ms = self.ttl_ms if ttl is None else _validate.duration_ms(ttl, "ttl")
-        if self._released:
+        args = self._refresh_args(ttl, min_hold)
+        if args is None:
             return False
         sent = time.monotonic()
         expires = self._model._call(
-            "refresh", _ops.refresh_lease, self.key, self.holder, self.token, ttl_ms
+            "refresh", _ops.refresh_lease, self.key, self.holder, self.token, args[0]
         )
-        if expires is None:
-            self._mark_lost("refresh refused: the row is gone or another holder's")
-            return False
-        self._renewed(expires, sent, ttl_ms)
-        return True
+        return self._refreshed(expires, sent, *args)
 
     def release(self) -> bool:
-        """Let the lease go (kept until acquired_at + min_hold when younger than that).
+        """Let the lease go (the row is kept until the end of a min_hold still ahead:
+        acquired_at + ``try_lease``'s min_hold, or a ``refresh(min_hold=)`` promise).
 
         True when the row was still this grant's; False when it was no longer ours (it
-        expired and was taken, or deleted) — nothing is deleted then.
+        expired and was taken, deleted, or taken back as a new grant) — nothing is
+        deleted then.
         """
         if not self._begin_release():
             return False
@@ -289,6 +352,7 @@ class Lease(LeaseBase):
                 self.holder,
                 self.token,
                 self._min_hold_ms,
+                self._hold_until_ms,
             )
         except LockBackendError as exc:
             _events.emit("error", self.key, self.holder, token=self.token, error=exc)
@@ -319,7 +383,7 @@ class Lease(LeaseBase):
             self._after_failed_renewal(time.monotonic())
             return
         if expires is None:
-            self._mark_lost("renewal refused: the row is gone or another holder's")
+            self._mark_lost("renewal refused: the row is gone, expired or another grant's")
             return
         self._renewed(expires, sent, self.ttl_ms)
         _events.emit("renewed", self.key, self.holder, token=self.token)
@@ -397,6 +461,13 @@ class LeaseOptions:
             "renew_every_ms": self.renew_every_ms,
             "on_lost": self.on_lost,
         }
+
+
+def deadline(sent_at: float, ttl_ms: int) -> float:
+    """When a grant (or renewal) sent at monotonic ``sent_at`` surely still holds: the
+    database wrote ``floor(its now) + ttl``, its now being at or after ``sent_at`` but up
+    to 1 ms above the floored value, so 1 ms is taken off."""
+    return sent_at + (ttl_ms - 1) / 1000
 
 
 def check_cancel_on_loss(cancel_on_loss: object, keepalive: bool) -> bool:

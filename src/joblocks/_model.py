@@ -154,11 +154,21 @@ class JobLockModel(ModelCore):
         expiry moves forward); False when another holder's lease is live. A database
         failure raises ``LockBackendError`` (or returns False with
         ``errors_as_taken=True``).
+
+        Tokens: a re-entrant acquire of ``holder``'s live row keeps its fencing token;
+        every other grant — a new row, an expired row of another holder, or
+        ``holder``'s own expired row — is a new grant with a new, larger token. "Live"
+        and "expired" are judged by the database's clock in whole milliseconds: a row
+        written with ``ttl`` at the database's ms N is live while its now < N + ttl.
         """
         return self.acquire_token(lock_key, ttl, holder) is not None
 
     def acquire_token(self, lock_key: str, ttl: _validate.Duration, holder: str) -> int | None:
-        """Like :meth:`acquire`, returning the grant's fencing token (None when taken)."""
+        """Like :meth:`acquire`, returning the grant's fencing token (None when taken).
+
+        The same token as before for a re-entrant acquire of a live row; a larger one
+        for any other grant (the holder's own expired row included).
+        """
         key = _validate.lock_key(lock_key)
         ttl_ms = _validate.duration_ms(ttl, "ttl")
         who = _validate.holder(holder)
@@ -178,9 +188,13 @@ class JobLockModel(ModelCore):
         return self._call("release", _ops.release, key, who)
 
     def refresh(self, lock_key: str, ttl: _validate.Duration, holder: str) -> bool:
-        """Set the expiry to now + ``ttl`` if the row is ``holder``'s, even if expired.
+        """Set the expiry to now + ``ttl`` (ms or timedelta) if the row is ``holder``'s,
+        even if expired (the reference's rule), keeping its token.
 
-        False only when the row is gone or belongs to someone else.
+        False only when the row is gone or belongs to someone else. It goes by holder,
+        not by grant: to extend one grant only, and to promise a minimum hold when
+        extending, use :meth:`Lease.refresh` (``min_hold=``); this plain refresh has
+        no minimum hold, as the plain :meth:`release` is the reference's delete.
         """
         key = _validate.lock_key(lock_key)
         ttl_ms = _validate.duration_ms(ttl, "ttl")

@@ -128,7 +128,11 @@ def _redraw(conn: Connection, stmt: Prepared, key: str, holder: str, fence: int)
 
 
 def acquire(conn: Connection, st: Statements, key: str, holder: str, ttl_ms: int) -> Grant | None:
-    """Take or re-take ``key`` for ``holder``; the grant, or None when held elsewhere."""
+    """Take or re-take ``key`` for ``holder``; the grant, or None when held elsewhere.
+
+    A re-entrant acquire of ``holder``'s live row keeps its token; any other grant (a
+    fresh row, or an expired one, even ``holder``'s own) draws a new, larger token.
+    """
     for step in st.acquire:
         row = _run_step(conn, step, key, holder, ttl_ms)
         if row is not None:
@@ -146,7 +150,8 @@ def release(conn: Connection, st: Statements, key: str, holder: str) -> bool:
 def refresh(conn: Connection, st: Statements, key: str, holder: str, ttl_ms: int) -> int | None:
     """Move the expiry to now + ttl if the row is ``holder``'s (expired or not).
 
-    The new ``expires_at`` (epoch ms), or None when the row is gone or someone else's.
+    The token is kept (the reference's refresh: by holder only). The new ``expires_at``
+    (epoch ms), or None when the row is gone or someone else's.
     """
     row = _run_step(conn, st.refresh, key, holder, ttl_ms)
     return None if row is None else row[0]
@@ -155,7 +160,10 @@ def refresh(conn: Connection, st: Statements, key: str, holder: str, ttl_ms: int
 def refresh_lease(
     conn: Connection, st: Statements, key: str, holder: str, fence: int, ttl_ms: int
 ) -> int | None:
-    """Like :func:`refresh`, for one grant only (same holder and token)."""
+    """Like :func:`refresh`, for one live grant only (same holder and token, unexpired).
+
+    A grant ends when it expires: None then, as when the row is gone or another grant's.
+    """
     values = {"key": key, "holder": holder, "fence": fence, "ttl": ttl_ms}
     result = execute(conn, st.refresh_lease.stmt, values)
     if st.refresh_lease.outcome == "returning":
@@ -164,15 +172,28 @@ def refresh_lease(
 
 
 def release_lease(
-    conn: Connection, st: Statements, key: str, holder: str, fence: int, min_hold_ms: int
+    conn: Connection,
+    st: Statements,
+    key: str,
+    holder: str,
+    fence: int,
+    min_hold_ms: int,
+    hold_until_ms: int = 0,
 ) -> bool:
-    """Release one grant (same holder and token); a row younger than ``min_hold_ms`` stays
-    until acquired_at + min_hold.
+    """Release one grant (same holder and token), keeping its row until the later of
+    acquired_at + ``min_hold_ms`` and ``hold_until_ms`` (epoch ms) when that is ahead.
 
-    True when the row was that grant's (kept for the rest of the window, or deleted).
+    True when the row was that grant's (kept for the rest of the hold, or deleted).
     """
-    values = {"key": key, "holder": holder, "fence": fence, "min_hold": min_hold_ms}
-    if min_hold_ms > 0 and execute(conn, st.hold_until, values).rowcount > 0:
+    values = {
+        "key": key,
+        "holder": holder,
+        "fence": fence,
+        "min_hold": min_hold_ms,
+        "hold_until": hold_until_ms,
+    }
+    held = min_hold_ms > 0 or hold_until_ms > 0
+    if held and execute(conn, st.hold_until, values).rowcount > 0:
         return True
     return execute(conn, st.release_lease, values).rowcount > 0
 

@@ -83,9 +83,9 @@ class Statements:
     acquire: tuple[AcquireStep, ...]
     release: Prepared
     refresh: AcquireStep  # outcome: the new expires_at (epoch ms), or nothing
-    refresh_lease: AcquireStep  # refresh, also checking the lease's token
+    refresh_lease: AcquireStep  # refresh of a live grant: also checks token and expiry
     release_lease: Prepared  # release, also checking the lease's token
-    hold_until: Prepared  # release under min_hold: keep a young row until acquired_at + min
+    hold_until: Prepared  # release under min_hold: keep the row until the hold has passed
     is_held: Prepared
     peek: Prepared
     list_all: Prepared
@@ -154,13 +154,24 @@ def build(dialect: Dialect, table: Table, path: AcquirePath | None = None) -> St
 
     values = f"VALUES (:key, :holder, {now}, {now} + :ttl, {{fence}})"
     ours_or_expired = f"(expires_at <= {now} OR holder = :holder)"
+    # A lease refreshes only its own grant (same token) while it is live: a grant ends
+    # when it expires (taking the row back afterwards is a new grant, new token).
+    lease_live = f" AND fence = :fence AND expires_at > {now}"
+    # Release under min_hold: keep the row until the later of acquired_at + min_hold
+    # (the lease's min_hold) and :hold_until (the latest refresh(min_hold=) promise).
+    greatest = "MAX" if family == "sqlite" else "GREATEST"
+    hold = f"{greatest}(acquired_at + :min_hold, :hold_until)"
 
     acquire: tuple[AcquireStep, ...]
     if family == "mysql":
         # MySQL evaluates SET assignments left to right, each seeing the ones before:
-        # fence first (reads the old holder), holder before expires_at, so that one
-        # condition (expired, or ours) decides all four columns.
+        # fence first (reads the old holder and expiry), holder before expires_at, so
+        # that one condition (expired, or ours) decides all four columns.
         cond = "(expires_at <= VALUES(acquired_at) OR holder = VALUES(holder))"
+        # The token is kept only by a re-entrant acquire of a live grant: the same
+        # holder, a drawn token (not the placeholder 0), and not expired. A row taken
+        # back by its own holder after it expired is a new grant with a new token.
+        same_grant = "holder = VALUES(holder) AND fence > 0 AND expires_at > VALUES(acquired_at)"
         # The token is drawn only in the guarded assignment, under the row lock: a
         # token drawn in VALUES would be drawn before the statement waits for (or is
         # preempted behind) another grant and its release, and could be smaller than
@@ -168,8 +179,8 @@ def build(dialect: Dialect, table: Table, path: AcquirePath | None = None) -> St
         # twice: when the first one inserts the row, the second one meets it as a
         # duplicate and draws the token for it, still under the lock the insert took.
         # A row already there is granted (or refused) by the first one; the second
-        # one then finds it ours with its token and keeps it. LAST_INSERT_ID reports
-        # the token, or 0 when refused.
+        # one then finds it ours, live, with its token and keeps it. LAST_INSERT_ID
+        # reports the token, or 0 when refused.
         upsert = AcquireStep(
             p(
                 f"INSERT INTO {t} ({cols}) "
@@ -177,8 +188,8 @@ def build(dialect: Dialect, table: Table, path: AcquirePath | None = None) -> St
                 + ", "
                 + values.format(fence="0")[len("VALUES ") :]
                 + " ON DUPLICATE KEY UPDATE "
-                f"fence = IF({cond}, LAST_INSERT_ID(IF(holder = VALUES(holder) AND fence > 0,"
-                f" fence, {nxt})), fence + LAST_INSERT_ID(0)), "
+                f"fence = IF({cond}, LAST_INSERT_ID(IF({same_grant}, fence, {nxt})),"
+                " fence + LAST_INSERT_ID(0)), "
                 f"acquired_at = IF({cond}, VALUES(acquired_at), acquired_at), "
                 f"holder = IF({cond}, VALUES(holder), holder), "
                 f"expires_at = IF({cond}, VALUES(expires_at), expires_at)"
@@ -194,8 +205,9 @@ def build(dialect: Dialect, table: Table, path: AcquirePath | None = None) -> St
         )
         update = AcquireStep(
             p(
-                f"UPDATE {t} SET fence = IF(holder = :holder, LAST_INSERT_ID(fence), "
-                f"LAST_INSERT_ID({nxt})), holder = :holder, acquired_at = {now}, "
+                f"UPDATE {t} SET fence = IF(holder = :holder AND expires_at > {now}, "
+                f"LAST_INSERT_ID(fence), LAST_INSERT_ID({nxt})), holder = :holder, "
+                f"acquired_at = {now}, "
                 f"expires_at = {now} + :ttl WHERE id = :key AND {ours_or_expired}"
             ),
             "lastrowid",
@@ -219,7 +231,7 @@ def build(dialect: Dialect, table: Table, path: AcquirePath | None = None) -> St
                 ),
                 "lastrowid",
             )
-            for fenced in ("", " AND fence = :fence")
+            for fenced in ("", lease_live)
         )
     else:
         upsert = AcquireStep(
@@ -228,7 +240,8 @@ def build(dialect: Dialect, table: Table, path: AcquirePath | None = None) -> St
                 + values.format(fence=nxt)
                 + " ON CONFLICT (id) DO UPDATE SET holder = excluded.holder, "
                 "acquired_at = excluded.acquired_at, expires_at = excluded.expires_at, "
-                "fence = CASE WHEN cur.holder = excluded.holder THEN cur.fence "
+                "fence = CASE WHEN cur.holder = excluded.holder "
+                "AND cur.expires_at > excluded.acquired_at THEN cur.fence "
                 "ELSE excluded.fence END "
                 "WHERE cur.expires_at <= excluded.acquired_at OR cur.holder = excluded.holder "
                 "RETURNING fence, acquired_at, expires_at"
@@ -239,7 +252,8 @@ def build(dialect: Dialect, table: Table, path: AcquirePath | None = None) -> St
             p(
                 f"UPDATE {t} SET holder = :holder, acquired_at = {now}, "
                 f"expires_at = {now} + :ttl, "
-                f"fence = CASE WHEN holder = :holder THEN fence ELSE {nxt} END "
+                f"fence = CASE WHEN holder = :holder AND expires_at > {now} THEN fence "
+                f"ELSE {nxt} END "
                 f"WHERE id = :key AND {ours_or_expired} RETURNING fence, acquired_at, expires_at"
             ),
             "returning",
@@ -278,7 +292,7 @@ def build(dialect: Dialect, table: Table, path: AcquirePath | None = None) -> St
                 ),
                 "returning",
             )
-            for fenced in ("", " AND fence = :fence")
+            for fenced in ("", lease_live)
         )
 
     live = f"expires_at > {now}"
@@ -292,8 +306,8 @@ def build(dialect: Dialect, table: Table, path: AcquirePath | None = None) -> St
         refresh_lease=refresh_lease,
         release_lease=p(f"DELETE FROM {t} WHERE id = :key AND holder = :holder AND fence = :fence"),
         hold_until=p(
-            f"UPDATE {t} SET expires_at = acquired_at + :min_hold WHERE id = :key "
-            f"AND holder = :holder AND fence = :fence AND acquired_at + :min_hold > {now}"
+            f"UPDATE {t} SET expires_at = {hold} WHERE id = :key "
+            f"AND holder = :holder AND fence = :fence AND {hold} > {now}"
         ),
         is_held=p(
             f"SELECT 1 FROM {t} WHERE id = :key AND holder = :holder AND fence = :fence "

@@ -153,7 +153,11 @@ class JobLockModel(ModelCore):
     async def acquire_token(
         self, lock_key: str, ttl: _validate.Duration, holder: str
     ) -> int | None:
-        """Like :meth:`acquire`, returning the grant's fencing token (None when taken)."""
+        """Like :meth:`acquire`, returning the grant's fencing token (None when taken).
+
+        The same token for a re-entrant acquire of a live row; a larger one for any
+        other grant (the holder's own expired row included).
+        """
         key = _validate.lock_key(lock_key)
         ttl_ms = _validate.duration_ms(ttl, "ttl")
         who = _validate.holder(holder)
@@ -173,7 +177,8 @@ class JobLockModel(ModelCore):
         return await self._call("release", _ops.release, key, who)
 
     async def refresh(self, lock_key: str, ttl: _validate.Duration, holder: str) -> bool:
-        """Set the expiry to now + ``ttl`` if the row is ``holder``'s, even if expired."""
+        """Set the expiry to now + ``ttl`` if the row is ``holder``'s, even if expired,
+        keeping its token; see :meth:`joblocks.JobLockModel.refresh`."""
         key = _validate.lock_key(lock_key)
         ttl_ms = _validate.duration_ms(ttl, "ttl")
         who = _validate.holder(holder)
@@ -384,20 +389,25 @@ class Lease(LeaseBase):
         self._model = model
         self._loss_waiters: builtins.list[asyncio.Future[None]] = []
 
-    async def refresh(self, ttl: _validate.Duration | None = None) -> bool:
-        """Extend the lease to now + ``ttl``; see :meth:`joblocks.Lease.refresh`."""
-        ttl_ms = self.ttl_ms if ttl is None else _validate.duration_ms(ttl, "ttl")
-        if self.released:
+    async def refresh(
+        self,
+        ttl: _validate.Duration | None = None,
+        *,
+        min_hold: _validate.Duration | None = None,
+    ) -> bool:
+        """Extend the live lease to now + ``ttl`` (ms or timedelta), keeping its token;
+        ``min_hold`` (ms or timedelta) keeps a release from freeing the key before this
+        refresh + min_hold. False, sending nothing, once released or lost. See
+        :meth:`joblocks.Lease.refresh`.
+        """
+        args = self._refresh_args(ttl, min_hold)
+        if args is None:
             return False
         sent = time.monotonic()
         expires = await self._model._call(
-            "refresh", _ops.refresh_lease, self.key, self.holder, self.token, ttl_ms
+            "refresh", _ops.refresh_lease, self.key, self.holder, self.token, args[0]
         )
-        if expires is None:
-            self._mark_lost("refresh refused: the row is gone or another holder's")
-            return False
-        self._renewed(expires, sent, ttl_ms)
-        return True
+        return self._refreshed(expires, sent, *args)
 
     async def release(self) -> bool:
         """Let the lease go; see :meth:`joblocks.Lease.release`."""
@@ -413,6 +423,7 @@ class Lease(LeaseBase):
                 self.holder,
                 self.token,
                 self._min_hold_ms,
+                self._hold_until_ms,
             )
         except LockBackendError as exc:
             _events.emit("error", self.key, self.holder, token=self.token, error=exc)
@@ -445,7 +456,7 @@ class Lease(LeaseBase):
             self._after_failed_renewal(time.monotonic())
             return
         if expires is None:
-            self._mark_lost("renewal refused: the row is gone or another holder's")
+            self._mark_lost("renewal refused: the row is gone, expired or another grant's")
             return
         self._renewed(expires, sent, self.ttl_ms)
         _events.emit("renewed", self.key, self.holder, token=self.token)
