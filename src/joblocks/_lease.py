@@ -227,6 +227,8 @@ class Lease(LeaseBase):
     def refresh(self, ttl: _validate.Duration | None = None) -> bool:
         """Extend the lease to now + ``ttl`` (default: its ttl), by the database's clock.
 
+        ``ttl`` is milliseconds (int or float) or a ``datetime.timedelta``.
+
         False (and the lease is marked lost) when the row is gone, another holder's, or
         another grant's.
         """
