@@ -153,9 +153,11 @@ def test_where_and_doctor_name_the_source_the_same_way(tmp_path: Path) -> None:
         where = joblocks_cli({**env, **extra}, *args, "where")
         doctor = joblocks_cli({**env, **extra}, *args, "doctor")
         source = [line for line in where.stdout.splitlines() if line.startswith("source")]
-        assert source and words in source[0], where.stdout
+        assert source, where.stdout
+        assert words in source[0], where.stdout
         database = [line for line in doctor.stdout.splitlines() if line.startswith("database")]
-        assert database and words in database[0], doctor.stdout + doctor.stderr
+        assert database, doctor.stdout + doctor.stderr
+        assert words in database[0], doctor.stdout
 
 
 def test_list_help_points_to_the_docs_site(tmp_path: Path) -> None:
