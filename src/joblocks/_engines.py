@@ -36,8 +36,8 @@ ENV_URL = "JOBLOCKS_URL"
 #: server and SQLite's wait for another writer may take before ``LockBackendError``.
 #: One value for every database and both faces (see ``docs/reliability.md``).
 TIMEOUT_MS = 5_000
-#: How long SQLite waits for another writer before giving up (ms), when the model's
-#: ``timeout`` is not known (the WAL switch of a fresh file).
+#: How long a new SQLite connection waits to switch a fresh file to WAL (ms); the
+#: model's ``timeout`` bounds every other wait for another writer.
 SQLITE_BUSY_TIMEOUT_MS = TIMEOUT_MS
 #: A pooled connection idle for longer than this is pinged before use (seconds).
 IDLE_PING_AFTER_S = 1.0
@@ -195,7 +195,7 @@ def typed_query(url: URL, asynchronous: bool) -> tuple[URL, dict[str, Any]]:
     parameters with their proper types (to pass as ``connect_args``).
 
     A URL's query is text; psycopg wants ``prepare_threshold`` as an int or None
-    (``?prepare_threshold=0``; empty or ``none``: never prepare), PyMySQL/aiomysql
+    (``?prepare_threshold=0``; ``none``: never prepare), PyMySQL/aiomysql
     their time-outs as numbers of seconds, sqlite3 its ``timeout`` as seconds.
     Everything else stays in the URL for the driver (libpq reads ``connect_timeout``
     and the rest of its connection string itself).
