@@ -69,7 +69,7 @@ def time_to_fail(url: str, face: str, options: dict[str, Any]) -> tuple[float, s
         outcome = "returned"
     except joblocks.LockBackendError:
         outcome = "LockBackendError"
-    except Exception as exc:  # noqa: BLE001 - reported
+    except Exception as exc:
         outcome = type(exc).__name__
     return time.monotonic() - started, outcome
 

@@ -127,7 +127,7 @@ def test_postgres_spelling_on_the_command_line(
                 "1m",
                 "--",
                 "true",
-            ],  # fmt: skip
+            ],
             capture_output=True,
             text=True,
             env=run_env,
@@ -224,7 +224,7 @@ def test_malformed_urls_name_the_argument_and_the_expected_form(
 def test_configure_checks_urls_and_options_at_once(face: str) -> None:
     configure = joblocks.configure if face == "sync" else joblocks.aio.configure
     try:
-        with pytest.raises(ValueError, match="^default: not a database URL: 'not a url'") as info:
+        with pytest.raises(ValueError, match=r"^default: not a database URL: 'not a url'") as info:
             configure("not a url")
         assert FORM in str(info.value)
         with pytest.raises(ValueError, match=r"^instances\['b'\]: the port must be a number"):
@@ -232,7 +232,7 @@ def test_configure_checks_urls_and_options_at_once(face: str) -> None:
         with pytest.raises(ValueError, match="acquire_path must be one of") as bad_path:
             configure("sqlite:///a.db", acquire_path="fastest")
         assert "'fastest'" in str(bad_path.value)
-        with pytest.raises(ValueError, match="acquire_path must be one of .* on mysql"):
+        with pytest.raises(ValueError, match=r"acquire_path must be one of .* on mysql"):
             configure("mysql://u@h/db", acquire_path="update_insert")
         with pytest.raises(ValueError, match="timeout must be positive"):
             configure("sqlite:///a.db", timeout=0)
@@ -246,7 +246,7 @@ def test_configure_checks_urls_and_options_at_once(face: str) -> None:
 
 def test_joblocks_url_errors_name_the_variable(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("JOBLOCKS_URL", "postgresql://u:secret@h:port/db")
-    with pytest.raises(ValueError, match="^JOBLOCKS_URL: the port must be a number") as info:
+    with pytest.raises(ValueError, match=r"^JOBLOCKS_URL: the port must be a number") as info:
         joblocks.JobLockModel()
     assert "secret" not in str(info.value)
 
