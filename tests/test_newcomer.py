@@ -12,6 +12,7 @@ import json
 import os
 import pkgutil
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -312,3 +313,59 @@ def test_async_engine_without_its_driver_names_the_extra(
     assert result.returncode == 0, result.stderr
     assert f"joblocks.aio needs {module}" in result.stdout
     assert f'pip install "{extra}"' in result.stdout
+
+
+# -- installing ------------------------------------------------------------------------
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _quick_start() -> list[str]:
+    readme = (ROOT / "README.md").read_text()
+    section = readme.split("## Quick start", 1)[1]
+    block = section.split("```console\n", 1)[1].split("```", 1)[0]
+    return [line.split("   #", 1)[0].strip() for line in block.strip().splitlines()]
+
+
+def test_readme_quick_start_is_two_commands_in_a_virtualenv() -> None:
+    first, second = _quick_start()
+    assert first.startswith("python3 -m venv .venv && ")
+    assert ".venv/bin/pip install ." in first
+    assert first.endswith("examples/race.py")
+    assert second == "bash scripts/test"
+    readme = (ROOT / "README.md").read_text()
+    assert "externally-managed-environment" in readme
+    assert "pip install joblocks" in readme  # the published-package line, marked as future
+    tutorial = (ROOT / "docs" / "tutorial.md").read_text()
+    assert "python3 -m venv .venv && . .venv/bin/activate && pip install ." in tutorial
+    assert "externally-managed-environment" in tutorial
+    assert "not on PyPI yet" in tutorial
+    assert "joblocks[asyncio]" in readme
+    assert "for aiosqlite." not in readme
+
+
+@pytest.mark.timeout(900)
+def test_readme_quick_start_installs_and_runs_on_a_fresh_copy(tmp_path: Path) -> None:
+    """The first quick-start command, verbatim, in a copy of the project without a venv."""
+    copy = tmp_path / "joblocks"
+    copy.mkdir()
+    for name in ("src", "examples"):
+        shutil.copytree(
+            ROOT / name, copy / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc")
+        )
+    for name in ("pyproject.toml", "README.md", "LICENSE"):
+        shutil.copy(ROOT / name, copy / name)
+    env = fresh_env(tmp_path)
+    env.pop("VIRTUAL_ENV", None)
+    env.pop("PYTHONPATH", None)
+    first, _ = _quick_start()
+    result = subprocess.run(
+        ["bash", "-c", first],
+        cwd=copy,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    assert "the job ran 1 time(s) for 2 replicas" in result.stdout
