@@ -359,6 +359,8 @@ def test_readme_quick_start_installs_and_runs_on_a_fresh_copy(tmp_path: Path) ->
     env.pop("VIRTUAL_ENV", None)
     env.pop("PYTHONPATH", None)
     first, _ = _quick_start()
+    # Never run an install that is not into the copy's own virtual environment.
+    assert first.startswith("python3 -m venv .venv && .venv/bin/pip install "), first
     result = subprocess.run(
         ["bash", "-c", first],
         cwd=copy,
