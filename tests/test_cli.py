@@ -559,9 +559,13 @@ def test_unreachable_database(tmp_path: Path) -> None:
 
 
 def test_missing_sqlite_file_is_not_created(lite: Cli) -> None:
-    result = lite("list")
-    assert result.returncode == 3
-    assert "does not exist" in one_line(result.stderr)
+    listed = lite("list", "--json")
+    assert (listed.returncode, json.loads(listed.stdout)) == (0, [])
+    peeked = lite("peek", "k", "--json")
+    assert (peeked.returncode, json.loads(peeked.stdout)) == (1, None)
+    released = lite("release", "k", "--force")  # a write: a wrong path is an error
+    assert released.returncode == 3
+    assert "does not exist" in one_line(released.stderr)
     assert not (lite.tmp / "locks.db").exists()
 
 

@@ -289,7 +289,7 @@ def test_plain_model_surface(model: Any) -> None:
     assert model.delete("a") is False
     assert model.count() == 2
     with pytest.raises(ValueError, match="state"):
-        model.list("held")
+        model.list("alive")
     with pytest.raises(ValueError, match="holder= or ttl="):
         model.update("b")
 

@@ -37,6 +37,7 @@ class ModelCore:
     owns_engine: bool
     errors_as_taken: bool
     database: str
+    timeout_ms: int
 
     def _setup(
         self,
@@ -48,7 +49,9 @@ class ModelCore:
         create_table: bool,
         errors_as_taken: bool,
         acquire_path: AcquirePath | None,
+        timeout: _validate.Duration | None = None,
     ) -> None:
+        timeout_ms = None if timeout is None else _validate.duration_ms(timeout, "timeout")
         _validate.identifier(table_name, "table_name", _validate.MAX_TABLE_NAME)
         if schema is not None:
             _validate.identifier(schema, "schema")
@@ -67,12 +70,18 @@ class ModelCore:
             )
         if isinstance(database, Engine) or is_async:
             given = cast("Engine | AsyncEngine", database)
+            if timeout_ms is not None:
+                raise ValueError(
+                    "timeout applies to the engines joblocks makes from a URL; set your "
+                    "engine's own connect_args instead (see docs/reliability.md)"
+                )
             _engines.ensure_usable(given)
             engine: Any = given.execution_options(isolation_level="AUTOCOMMIT")
             self.owns_engine = False
         else:
             url, _source = _engines.resolve(cast("str | URL | None", database))
-            engine = _engines.create(url, asynchronous=asynchronous)
+            _engines.check_backend(url)
+            engine = _engines.create(url, asynchronous=asynchronous, timeout_ms=timeout_ms)
             self.owns_engine = True
         dialect = engine.dialect
         if dialect.name == "sqlite" and schema not in (None, "main"):
@@ -86,6 +95,7 @@ class ModelCore:
         self.table = build_table(MetaData(), table_name, schema)
         self.statements = build(dialect, self.table, acquire_path)
         self.errors_as_taken = errors_as_taken
+        self.timeout_ms = _engines.TIMEOUT_MS if timeout_ms is None else timeout_ms
         self._create = create_table
         self._tune_sqlite = dialect.name == "sqlite" and not self.owns_engine
         # A SQLite model always has a first-use step: it reads the file's identity.

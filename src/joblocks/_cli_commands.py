@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+from typing import TYPE_CHECKING
 
 from ._cli_common import (
     EXIT_BACKEND,
@@ -13,6 +14,7 @@ from ._cli_common import (
     EXIT_USAGE,
     CliError,
     check_backend,
+    describe_source,
     open_model,
     operator,
     resolve_url,
@@ -34,14 +36,25 @@ from ._cli_format import (
 )
 from ._version import __version__
 
+if TYPE_CHECKING:
+    from ._records import JobLock
+
 
 def cmd_list(args: argparse.Namespace) -> int:
-    """``joblocks list``: the held locks (``--all``: every row), as a table or JSON."""
-    model = open_model(args, create_table=False, must_exist=True)
-    try:
-        locks = model.list("all" if args.all else "live")
-    finally:
-        model.dispose()
+    """``joblocks list``: the held locks (``--all``: every row), as a table or JSON.
+
+    A SQLite file that does not exist yet (a fresh machine) has no locks: the list is
+    empty, and the file is not created.
+    """
+    path = sqlite_file(resolve_url(args)[0])
+    if path is not None and not path.exists():
+        locks: list[JobLock] = []
+    else:
+        model = open_model(args, create_table=False, must_exist=True)
+        try:
+            locks = model.list("all" if args.all else "held")
+        finally:
+            model.dispose()
     if args.json:
         out(dump_json([lock_json(lock) for lock in locks]))
     elif not locks:
@@ -52,12 +65,17 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def cmd_peek(args: argparse.Namespace) -> int:
-    """``joblocks peek``: one row in any state; exit 1 when there is none."""
-    model = open_model(args, create_table=False, must_exist=True)
-    try:
-        lock = model.peek(args.key)
-    finally:
-        model.dispose()
+    """``joblocks peek``: one row in any state; exit 1 when there is none (also when
+    the SQLite file does not exist yet: it is not created)."""
+    path = sqlite_file(resolve_url(args)[0])
+    if path is not None and not path.exists():
+        lock = None
+    else:
+        model = open_model(args, create_table=False, must_exist=True)
+        try:
+            lock = model.peek(args.key)
+        finally:
+            model.dispose()
     if args.json:
         out(dump_json(None if lock is None else lock_json(lock)))
     elif lock is not None:
@@ -84,7 +102,7 @@ def cmd_release(args: argparse.Namespace) -> int:
                 "its holder unknown"
                 if row is None
                 else f"held by {printable(repr(row.holder))}, token {row.fence}, "
-                f"{'expired' if row.expired else 'live'}"
+                f"{'expired' if row.expired else 'held'}"
             )
             logging.getLogger("joblocks").warning(
                 "joblocks: lock %s force-released by %s (%s)", shown, operator(), was
@@ -213,6 +231,8 @@ def ddl_script(args: argparse.Namespace) -> str:
 
 def _statement(text: str) -> str:
     lines = [line.rstrip() for line in text.strip().splitlines()]
+    # MySQL's table options follow the closing parenthesis without a space: ")COMMENT=".
+    lines = [") " + line[1:] if line.startswith(")") and len(line) > 1 else line for line in lines]
     return "\n".join(lines) + ";"
 
 
@@ -223,11 +243,7 @@ def cmd_where(args: argparse.Namespace) -> int:
     url, source = resolve_url(args)
     name, schema = table_options(args)
     shown = mask(url)
-    why = {
-        "--url": "given with --url",
-        "JOBLOCKS_URL": f"from the environment variable {ENV_URL}",
-        "default": f"the per-user SQLite file (neither --url nor {ENV_URL} is set)",
-    }[source]
+    why = describe_source(source)
     if source == "--url" and os.environ.get(ENV_URL):
         why += f" ({ENV_URL} is set too, and overridden)"
     if args.json:

@@ -33,6 +33,16 @@ EXIT_INTERNAL = 70
 #: Where the database URL came from, as ``joblocks where`` names it.
 SOURCE_NAMES = {"argument": "--url", "JOBLOCKS_URL": "JOBLOCKS_URL", "default": "default"}
 
+
+def describe_source(source: str | None) -> str:
+    """Where the database URL came from, in words (``where`` and ``doctor`` say the same)."""
+    return {
+        "--url": "given with --url",
+        "JOBLOCKS_URL": "from the environment variable JOBLOCKS_URL",
+        "default": "the per-user SQLite file (neither --url nor JOBLOCKS_URL is set)",
+    }.get(source or "", str(source))
+
+
 #: URL backends joblocks supports.
 SUPPORTED_BACKENDS = ("sqlite", "postgresql", "mysql", "mariadb")
 
@@ -55,7 +65,7 @@ def resolve_url(args: argparse.Namespace) -> tuple[URL, str]:
     given: str | None = getattr(args, "url", None)
     if given is not None and not given.strip():
         raise CliError("--url is empty", EXIT_USAGE)
-    url, source = resolve(given)
+    url, source = resolve(given, "--url")
     return url, SOURCE_NAMES.get(source, source)
 
 
@@ -64,8 +74,8 @@ def check_backend(url: URL) -> None:
     backend = url.get_backend_name()
     if backend not in SUPPORTED_BACKENDS:
         raise CliError(
-            "joblocks supports SQLite, PostgreSQL and MariaDB (mysql:// or mariadb:// URLs), "
-            f"not {backend!r}",
+            "joblocks supports SQLite, PostgreSQL (postgresql:// or postgres://) and MariaDB "
+            f"(mysql:// or mariadb://), not {backend!r}",
             EXIT_USAGE,
         )
 

@@ -22,6 +22,7 @@ from ._cli_common import (
     EXIT_OK,
     backend_hint,
     check_backend,
+    describe_source,
     operator,
     resolve_url,
     sqlite_file,
@@ -95,7 +96,7 @@ def doctor(args: argparse.Namespace) -> int:
 def _text(report: Report) -> str:
     lines = []
     if report.database is not None:
-        lines.append(f"database  {report.database} (from {report.source})")
+        lines.append(f"database  {report.database} (source: {describe_source(report.source)})")
     if report.table is not None:
         lines.append(f"table     {report.table}")
     lines.append("")

@@ -23,7 +23,7 @@ UNITS_MS = {"ms": 1, "s": 1_000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
 MAX_DURATION_MS = 366 * 86_400_000
 
 _PART = re.compile(r"(\d+(?:\.\d+)?|\.\d+)(ms|s|m|h|d)")
-_EXAMPLES = "e.g. 500ms, 30s, 5m, 2h, 1d, 1h30m, or plain milliseconds"
+_EXAMPLES = "e.g. 500ms, 30s, 5m, 2h, 1d, 1h30m"
 
 
 def parse_duration(text: str, *, allow_zero: bool = False) -> int:

@@ -47,6 +47,7 @@ class Registry(Generic[M]):
                 f"not {type(default).__name__}"
             )
         specs: dict[str | None, Database] = {None: default}
+        _check_url(default, "default", options or {})
         for name, spec in (instances or {}).items():
             if not isinstance(name, str) or not name:
                 raise ValueError(f"instances: names must be non-empty str, got {name!r}")
@@ -55,6 +56,7 @@ class Registry(Generic[M]):
                     f"instances[{name!r}] must be a URL string, a sqlalchemy URL or an "
                     f"Engine, not {type(spec).__name__}"
                 )
+            _check_url(spec, f"instances[{name!r}]", options or {})
             specs[name] = spec
         with self._lock:
             old = self._models
@@ -98,7 +100,43 @@ class Registry(Generic[M]):
             return model
 
 
-_OPTIONS = ("table_name", "schema", "create_table", "errors_as_taken", "acquire_path")
+_OPTIONS = (
+    "table_name",
+    "schema",
+    "create_table",
+    "errors_as_taken",
+    "acquire_path",
+    "timeout",
+)
+
+
+def _check_url(spec: Database, name: str, options: Mapping[str, Any]) -> None:
+    """Refuse at ``configure()`` what the first use would refuse: a string that is not
+    a database URL, a database joblocks does not support, an acquire path the
+    database does not offer."""
+    from . import _engines
+    from ._statements import paths_for
+
+    if isinstance(spec, (str, URL)):
+        url = _engines._parse(spec, name)
+        _engines.check_backend(url, name)
+        backend = url.get_backend_name()
+    elif isinstance(spec, Engine) or is_async_engine(spec):
+        backend = spec.dialect.name
+    else:
+        return
+    path = options.get("acquire_path")
+    if path is not None:
+        offered = paths_for(_FamilyOnly(backend))  # type: ignore[arg-type]
+        if path not in offered:
+            raise ValueError(f"acquire_path must be one of {offered} on {backend}, got {path!r}")
+
+
+class _FamilyOnly:
+    """Enough of a dialect for ``paths_for``: its name."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
 
 
 def check_options(options: Mapping[str, Any]) -> dict[str, Any]:
@@ -112,6 +150,18 @@ def check_options(options: Mapping[str, Any]) -> dict[str, Any]:
         _validate.identifier(options["table_name"], "table_name", _validate.MAX_TABLE_NAME)
     if options.get("schema") is not None:
         _validate.identifier(options["schema"], "schema")
+    for flag in ("create_table", "errors_as_taken"):
+        if flag in options and not isinstance(options[flag], bool):
+            raise TypeError(f"{flag} must be a bool, not {type(options[flag]).__name__}")
+    if options.get("acquire_path") is not None:
+        from ._statements import ACQUIRE_PATHS
+
+        if options["acquire_path"] not in ACQUIRE_PATHS:
+            raise ValueError(
+                f"acquire_path must be one of {ACQUIRE_PATHS}, got {options['acquire_path']!r}"
+            )
+    if options.get("timeout") is not None:
+        _validate.duration_ms(options["timeout"], "timeout")
     return dict(options)
 
 
@@ -135,9 +185,13 @@ def configure(
     ``default`` is a URL or an ``Engine`` (None: ``JOBLOCKS_URL``, else the per-user
     SQLite file); ``instances`` maps names to more databases, for
     ``get_model("name")``. ``options`` (``table_name``, ``schema``, ``create_table``,
-    ``errors_as_taken``, ``acquire_path``) apply to every model. A later call replaces
-    this one and disposes the engines joblocks made for it. The asyncio face uses the
-    same URLs unless ``joblocks.aio.configure`` is called.
+    ``errors_as_taken``, ``acquire_path``, ``timeout`` in milliseconds or a
+    ``timedelta``) apply to every model, as in :class:`joblocks.JobLockModel`. URLs and
+    options are checked here: a string that is not a database URL, a database
+    joblocks does not support or an unknown ``acquire_path`` raises now (a
+    ``ValueError`` naming the argument; URL errors are also ``LockBackendError``). A
+    later call replaces this one and disposes the engines joblocks made for it. The
+    asyncio face uses the same URLs unless ``joblocks.aio.configure`` is called.
     """
     sync_registry.configure(default, instances, check_options(options))
 

@@ -333,6 +333,9 @@ def single_instance(
     arguments, defaults applied (``"{tenant}"``, ``"{user.id}"``, ``"{self.name}"``;
     ``{{`` for a literal brace). The key, ttl and options are validated here, and the
     template's names against the function's parameters when it is decorated.
+
+    Every duration (``ttl``, ``renew_every``, ``min_hold``, ``wait``, ``max_hold``)
+    is milliseconds (int or float) or a ``datetime.timedelta``.
     """
     if lock_key is None:
         raise TypeError("lock_key must be a str, not NoneType")

@@ -8,20 +8,24 @@ sat idle, bounded connect and read timeouts) and are made fresh in forked childr
 
 from __future__ import annotations
 
+import importlib
 import logging
+import math
 import os
+import re
 import sys
 import time
 import weakref
+from collections.abc import Awaitable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, Callable, NamedTuple
 
 from sqlalchemy import URL, Connection, Engine, Table, create_engine, event, make_url, text
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.pool import ConnectionPoolEntry
 
 from . import _identity
-from ._errors import translate
+from ._errors import LockBackendError, translate
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncEngine
@@ -29,12 +33,13 @@ if TYPE_CHECKING:
 
 #: Environment variable naming the database when ``configure()`` was not called.
 ENV_URL = "JOBLOCKS_URL"
-#: How long SQLite waits for another writer before giving up (ms).
-SQLITE_BUSY_TIMEOUT_MS = 5_000
-#: Connect timeout for server databases (seconds).
-CONNECT_TIMEOUT_S = 5
-#: Read/write timeout for server databases where the driver has one (seconds).
-IO_TIMEOUT_S = 15
+#: The default of ``timeout=`` (ms): how long a connection attempt, a reply of the
+#: server and SQLite's wait for another writer may take before ``LockBackendError``.
+#: One value for every database and both faces (see ``docs/reliability.md``).
+TIMEOUT_MS = 5_000
+#: How long a new SQLite connection waits to switch a fresh file to WAL (ms); the
+#: model's ``timeout`` bounds every other wait for another writer.
+SQLITE_BUSY_TIMEOUT_MS = TIMEOUT_MS
 #: A pooled connection idle for longer than this is pinged before use (seconds).
 IDLE_PING_AFTER_S = 1.0
 
@@ -88,27 +93,82 @@ def mask(url: str | URL) -> str:
         return "<unparseable database URL>"
 
 
-def resolve(database: str | URL | None) -> tuple[URL, str]:
-    """The URL to use and where it came from: ``argument``, ``JOBLOCKS_URL`` or ``default``."""
+#: What a database URL looks like, for error messages.
+URL_FORMS = (
+    "dialect://user:password@host:port/database (e.g. postgresql://app@db:5432/app, "
+    "mysql://app@db/app) or sqlite:///path/to/locks.db"
+)
+#: URL backends joblocks supports (``postgres://`` is read as ``postgresql://``).
+SUPPORTED_BACKENDS = ("sqlite", "postgresql", "mysql", "mariadb")
+
+
+class DatabaseURLError(LockBackendError, ValueError):
+    """A database URL that cannot be used: both a ``LockBackendError`` (as every
+    database failure) and a ``ValueError`` (bad input, found before any connection)."""
+
+    def __init__(self, argument: str, shown: str, problem: str) -> None:
+        super().__init__("parse database URL", shown, problem)
+        self.args = (f"{argument}: {problem}: {shown} (expected {URL_FORMS})",)
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+def mask_text(text: str) -> str:
+    """A URL that may not parse, with whatever stands where its password would be
+    replaced by ``***``."""
+    return re.sub(r"^([^:/@]*://[^:/@]*:)(.*)@", r"\1***@", text, flags=re.S)
+
+
+def resolve(database: str | URL | None, name: str = "database") -> tuple[URL, str]:
+    """The URL to use and where it came from: ``argument``, ``JOBLOCKS_URL`` or ``default``.
+
+    ``name`` is the argument the URL was given as, for error messages.
+    """
     if database is not None:
-        return _parse(database), "argument"
+        return _parse(database, name), "argument"
     env = os.environ.get(ENV_URL)
     if env:
-        return _parse(env), ENV_URL
+        return _parse(env, ENV_URL), ENV_URL
     path = default_sqlite_path()
     return URL.create("sqlite+pysqlite", database=str(path)), "default"
 
 
-def _parse(database: str | URL) -> URL:
+def _parse(database: str | URL, name: str = "database") -> URL:
+    """``database`` as a URL; a :class:`DatabaseURLError` naming ``name`` when it is not one."""
     if isinstance(database, URL):
-        return database
-    if not isinstance(database, str):
+        url = database
+    elif not isinstance(database, str):
         raise TypeError(
-            "database must be a URL string, a sqlalchemy URL, an Engine or None, "
+            f"{name} must be a URL string, a sqlalchemy URL, an Engine or None, "
             f"not {type(database).__name__}"
         )
-    with translate("parse database URL", "<database URL>"):
-        return make_url(database)
+    else:
+        try:
+            url = make_url(database.strip())
+        except sa_exc.ArgumentError as exc:
+            raise DatabaseURLError(name, repr(mask_text(database)), "not a database URL") from exc
+        except ValueError as exc:  # the port is not a number
+            raise DatabaseURLError(
+                name, repr(mask_text(database)), "the port must be a number"
+            ) from exc
+    driver = url.drivername
+    if driver == "postgres" or driver.startswith("postgres+"):
+        url = url.set(drivername="postgresql" + driver[len("postgres") :])
+    return url
+
+
+def check_backend(url: URL, name: str = "database") -> None:
+    """A :class:`DatabaseURLError` naming ``name`` unless the URL is of a database
+    joblocks supports (SQLite, PostgreSQL, MariaDB/MySQL)."""
+    backend = url.get_backend_name()
+    if backend not in SUPPORTED_BACKENDS:
+        raise DatabaseURLError(
+            name,
+            mask(url),
+            "joblocks supports SQLite, PostgreSQL (postgresql:// or postgres://) and "
+            f"MariaDB (mysql:// or mariadb://), not {backend!r}",
+        )
 
 
 def _with_driver(url: URL, asynchronous: bool) -> URL:
@@ -116,6 +176,72 @@ def _with_driver(url: URL, asynchronous: bool) -> URL:
     name = url.drivername
     target = table.get(name)
     return url.set(drivername=target) if target else url
+
+
+def _number(url: URL, param: str, value: str, unit: str) -> float:
+    try:
+        number = float(value)
+    except ValueError:
+        number = float("nan")
+    if not number >= 0 or number == float("inf"):
+        raise DatabaseURLError(
+            "database URL",
+            mask(url),
+            f"the query parameter {param} must be a number of {unit} >= 0, got {value!r}",
+        )
+    return number
+
+
+def typed_query(url: URL, asynchronous: bool) -> tuple[URL, dict[str, Any]]:
+    """The URL without the query parameters its driver needs as numbers, and those
+    parameters with their proper types (to pass as ``connect_args``).
+
+    A URL's query is text; psycopg wants ``prepare_threshold`` as an int or None
+    (``?prepare_threshold=0``; ``none``: never prepare), PyMySQL/aiomysql
+    their time-outs as numbers of seconds, sqlite3 its ``timeout`` as seconds.
+    Everything else stays in the URL for the driver (libpq reads ``connect_timeout``
+    and the rest of its connection string itself).
+    """
+    backend = url.get_backend_name()
+    typed: dict[str, Any] = {}
+    query = dict(url.query)
+    for param, raw in list(query.items()):
+        value = raw[-1] if isinstance(raw, tuple) else raw
+        if backend == "postgresql" and param == "prepare_threshold":
+            if value.strip().lower() in ("", "none", "null"):
+                typed[param] = None
+            elif value.strip().isdigit():
+                typed[param] = int(value)
+            else:
+                raise DatabaseURLError(
+                    "database URL",
+                    mask(url),
+                    "the query parameter prepare_threshold must be a whole number >= 0, "
+                    f"or empty for never, got {value!r}",
+                )
+        elif backend == "postgresql" and param == "connect_timeout":
+            if not value.strip().isdigit():
+                raise DatabaseURLError(
+                    "database URL",
+                    mask(url),
+                    f"the query parameter connect_timeout must be whole seconds, got {value!r}",
+                )
+            continue
+        elif backend in ("mysql", "mariadb") and param in (
+            "connect_timeout",
+            "read_timeout",
+            "write_timeout",
+        ):
+            seconds = _number(url, param, value, "seconds")
+            if not asynchronous or param == "connect_timeout":
+                # aiomysql has no read/write time-out: the model bounds each call.
+                typed[param] = int(seconds) if seconds.is_integer() else seconds
+        elif backend == "sqlite" and param == "timeout":
+            typed[param] = _number(url, param, value, "seconds")
+        else:
+            continue
+        del query[param]
+    return url.set(query=query), typed
 
 
 def check_sqlite_url(url: URL) -> None:
@@ -130,30 +256,45 @@ def check_sqlite_url(url: URL) -> None:
         )
 
 
-def create(url: URL, *, asynchronous: bool) -> Engine | AsyncEngine:
-    """Make an engine tuned for lock operations (see the module docstring)."""
+def create(url: URL, *, asynchronous: bool, timeout_ms: int | None = None) -> Engine | AsyncEngine:
+    """Make an engine tuned for lock operations (see the module docstring).
+
+    ``timeout_ms`` (default :data:`TIMEOUT_MS`) bounds a connection attempt, each wait
+    for a reply of the server and SQLite's wait for another writer.
+    """
     url = _with_driver(url, asynchronous)
     check_sqlite_url(url)
     backend = url.get_backend_name()
+    if asynchronous:
+        _require_async_driver(backend)
+    seconds = (TIMEOUT_MS if timeout_ms is None else timeout_ms) / 1000
     connect_args: dict[str, Any] = {}
     kwargs: dict[str, Any] = {"isolation_level": "AUTOCOMMIT", "pool_reset_on_return": None}
     if backend == "sqlite":
-        connect_args["timeout"] = SQLITE_BUSY_TIMEOUT_MS / 1000
+        connect_args["timeout"] = seconds
         if url.database and not url.database.startswith("file:"):
             path = Path(url.database).expanduser()
             if path == default_sqlite_path():
                 path.parent.mkdir(parents=True, exist_ok=True)
     elif backend == "postgresql":
-        connect_args["connect_timeout"] = CONNECT_TIMEOUT_S
-        connect_args["tcp_user_timeout"] = IO_TIMEOUT_S * 1000
+        # libpq counts whole seconds (and waits at least 2); tcp_user_timeout bounds
+        # how long sent data may stay unacknowledged.
+        connect_args["connect_timeout"] = max(1, math.ceil(seconds))
+        connect_args["tcp_user_timeout"] = math.ceil(seconds * 1000)
     elif backend in ("mysql", "mariadb"):
-        connect_args["connect_timeout"] = CONNECT_TIMEOUT_S
-        if not asynchronous:
-            connect_args["read_timeout"] = IO_TIMEOUT_S
-            connect_args["write_timeout"] = IO_TIMEOUT_S
+        connect_args["connect_timeout"] = seconds
+        if asynchronous:
+            # aiomysql bounds only the TCP connect: bound its handshake too.
+            connect_args["async_creator_fn"] = _bounded_aiomysql_connect(seconds)
+        else:
+            # PyMySQL reads the handshake with the read time-out.
+            connect_args["read_timeout"] = seconds
+            connect_args["write_timeout"] = seconds
     for name in list(connect_args):
         if name in url.query:
             del connect_args[name]
+    url, typed = typed_query(url, asynchronous)
+    connect_args.update(typed)
     kwargs["connect_args"] = connect_args
     with translate("create engine", mask(url)):
         if asynchronous:
@@ -170,6 +311,61 @@ def create(url: URL, *, asynchronous: bool) -> Engine | AsyncEngine:
         event.listen(sync_engine.pool, "checkout", _ping_if_idle)
     _owned.add(sync_engine)
     return engine
+
+
+#: The extra that installs each asyncio dependency.
+_ASYNC_EXTRAS = {
+    "greenlet": "asyncio",
+    "aiosqlite": "asyncio",
+    "aiomysql": "mysql",
+    "psycopg": "postgresql",
+}
+
+
+def missing_async_driver(exc: ImportError, module: str) -> ImportError:
+    """An ``ImportError`` that names the joblocks extra installing ``module``."""
+    extra = _ASYNC_EXTRAS.get(module, "asyncio")
+    also = "" if extra == "asyncio" else ' (and "joblocks[asyncio]" for greenlet)'
+    error = ImportError(
+        f"joblocks.aio needs {module}, which is not installed: "
+        f'pip install "joblocks[{extra}]"{also}'
+    )
+    error.name = module
+    return error
+
+
+def require_asyncio() -> None:
+    """Raise an ``ImportError`` naming the extra to install unless greenlet, which every
+    use of ``joblocks.aio`` needs (SQLAlchemy's asyncio support), can be imported."""
+    try:
+        importlib.import_module("greenlet")
+    except ImportError as exc:
+        raise missing_async_driver(exc, "greenlet") from exc
+
+
+def _require_async_driver(backend: str) -> None:
+    module = {"sqlite": "aiosqlite", "mysql": "aiomysql", "mariadb": "aiomysql"}.get(
+        backend, "psycopg"
+    )
+    require_asyncio()
+    try:
+        importlib.import_module(module)
+    except ImportError as exc:
+        raise missing_async_driver(exc, module) from exc
+
+
+def _bounded_aiomysql_connect(seconds: float) -> Callable[..., Awaitable[Any]]:
+    import asyncio
+
+    try:
+        connect = importlib.import_module("aiomysql").connect
+    except ImportError as exc:
+        raise missing_async_driver(exc, "aiomysql") from exc
+
+    async def creator(*args: Any, **kwargs: Any) -> Any:
+        return await asyncio.wait_for(connect(*args, **kwargs), seconds)
+
+    return creator
 
 
 def _sqlite_pragmas(dbapi_connection: Any, record: ConnectionPoolEntry) -> None:

@@ -310,6 +310,8 @@ class Lease(LeaseBase):
         """Extend the lease to now + ``ttl`` (ms or timedelta; default: its ttl), by the
         database's clock, keeping its token.
 
+        ``ttl`` is milliseconds (int or float) or a ``datetime.timedelta``.
+
         Only a live grant is extended: False (and the lease is marked lost) when the
         row is gone, another holder's, another grant's, or expired — an expired grant
         is over, and taking the key again is a new grant (:meth:`JobLockModel.try_lease`).

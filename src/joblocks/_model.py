@@ -36,6 +36,12 @@ class JobLockModel(ModelCore):
     :class:`~joblocks.LockBackendError`; ``errors_as_taken=True`` makes ``acquire``
     return False on them instead, as the reference does.
 
+    ``timeout`` (milliseconds or a ``datetime.timedelta``; default 5,000 ms, the same
+    on every database and face) bounds a connection attempt, each wait for a reply of
+    the server and SQLite's wait for another writer; past it, ``LockBackendError``.
+    It applies to engines joblocks makes from a URL (an ``Engine`` you pass keeps its
+    own settings).
+
     Thread-safe. Each call runs on its own autocommit connection and never touches a
     transaction of the caller's. An engine joblocks made itself (from a URL) keeps its
     idle connections between calls; an engine you pass in gets every connection back
@@ -51,6 +57,7 @@ class JobLockModel(ModelCore):
         create_table: bool = True,
         errors_as_taken: bool = False,
         acquire_path: AcquirePath | None = None,
+        timeout: _validate.Duration | None = None,
     ) -> None:
         self._setup(
             database,
@@ -60,6 +67,7 @@ class JobLockModel(ModelCore):
             create_table=create_table,
             errors_as_taken=errors_as_taken,
             acquire_path=acquire_path,
+            timeout=timeout,
         )
         self._cache = (
             ConnectionCache(self.engine, ping=self.engine.dialect.name != "sqlite")
@@ -168,6 +176,8 @@ class JobLockModel(ModelCore):
 
         The same token as before for a re-entrant acquire of a live row; a larger one
         for any other grant (the holder's own expired row included).
+
+        ``ttl`` is milliseconds (int or float) or a ``datetime.timedelta``.
         """
         key = _validate.lock_key(lock_key)
         ttl_ms = _validate.duration_ms(ttl, "ttl")
@@ -190,6 +200,8 @@ class JobLockModel(ModelCore):
     def refresh(self, lock_key: str, ttl: _validate.Duration, holder: str) -> bool:
         """Set the expiry to now + ``ttl`` (ms or timedelta) if the row is ``holder``'s,
         even if expired (the reference's rule), keeping its token.
+
+        ``ttl`` is milliseconds (int or float) or a ``datetime.timedelta``.
 
         False only when the row is gone or belongs to someone else. It goes by holder,
         not by grant: to extend one grant only, and to promise a minimum hold when
@@ -228,6 +240,9 @@ class JobLockModel(ModelCore):
         ``max_hold`` has passed; ``on_lost(lease)`` is called when it is found lost.
         ``min_hold`` keeps a released lease's row until acquired_at + min_hold.
         ``wait`` retries with capped exponential backoff and jitter for that long.
+
+        Every duration (``ttl``, ``renew_every``, ``min_hold``, ``wait``, ``max_hold``) is
+        milliseconds (int or float) or a ``datetime.timedelta``.
         """
         key = _validate.lock_key(lock_key)
         ttl_ms = _validate.duration_ms(ttl, "ttl")
@@ -282,7 +297,8 @@ class JobLockModel(ModelCore):
         return self.peek(lock_key)
 
     def list(self, state: _ops.State = "all") -> builtins.list[JobLock]:
-        """All rows ordered by key; ``state="live"`` or ``"expired"`` filters by db time."""
+        """All rows ordered by key; ``state="held"`` (alias ``"live"``) or ``"expired"``
+        keeps the rows in that state by the database's clock (``"all"``: every row)."""
         _check_state(state)
         return self._call("list", _ops.list_locks, state)
 
@@ -292,7 +308,10 @@ class JobLockModel(ModelCore):
         return self._call("count", _ops.count, state)
 
     def insert(self, lock_key: str, *, holder: str, ttl: _validate.Duration) -> JobLock:
-        """Insert a new row with a new fencing token; ``LockExistsError`` if one exists."""
+        """Insert a new row with a new fencing token; ``LockExistsError`` if one exists.
+
+        ``ttl`` is milliseconds (int or float) or a ``datetime.timedelta``.
+        """
         key = _validate.lock_key(lock_key)
         who = _validate.holder(holder)
         ttl_ms = _validate.duration_ms(ttl, "ttl")
@@ -310,7 +329,8 @@ class JobLockModel(ModelCore):
     ) -> bool:
         """Change the holder and/or set expiry to now + ``ttl``, whoever holds the row.
 
-        A new holder gets a new fencing token. True when the row exists.
+        ``ttl`` is milliseconds (int or float) or a ``datetime.timedelta``. A new holder
+        gets a new fencing token. True when the row exists.
         """
         key = _validate.lock_key(lock_key)
         who = None if holder is None else _validate.holder(holder)
@@ -337,5 +357,4 @@ def _close(cache: ConnectionCache | None, engine: Engine | None) -> None:
 
 
 def _check_state(state: object) -> None:
-    if state not in ("all", "live", "expired"):
-        raise ValueError(f"state must be 'all', 'live' or 'expired', got {state!r}")
+    _validate.state(state)

@@ -19,7 +19,7 @@ from sqlalchemy import exc as sa_exc
 from ._records import JobLock
 from ._statements import AcquireStep, Prepared, Statements
 
-State = Literal["all", "live", "expired"]
+State = Literal["all", "held", "expired", "live"]
 
 
 class Grant(NamedTuple):
@@ -211,14 +211,24 @@ def peek(conn: Connection, st: Statements, key: str) -> JobLock | None:
 
 
 def list_locks(conn: Connection, st: Statements, state: State = "all") -> list[JobLock]:
-    """Every row (``"all"``), or only those live or expired by the database's clock."""
-    stmt = {"all": st.list_all, "live": st.list_live, "expired": st.list_expired}[state]
+    """Every row (``"all"``), or only those held or expired by the database's clock."""
+    stmt = {
+        "all": st.list_all,
+        "held": st.list_live,
+        "live": st.list_live,
+        "expired": st.list_expired,
+    }[state]
     return [JobLock.from_row(row) for row in execute(conn, stmt, {}).rows]
 
 
 def count(conn: Connection, st: Statements, state: State = "all") -> int:
     """How many rows are in ``state``."""
-    stmt = {"all": st.count_all, "live": st.count_live, "expired": st.count_expired}[state]
+    stmt = {
+        "all": st.count_all,
+        "held": st.count_live,
+        "live": st.count_live,
+        "expired": st.count_expired,
+    }[state]
     return int(execute(conn, stmt, {}).scalar())
 
 

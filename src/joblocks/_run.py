@@ -57,6 +57,9 @@ def run_with_lock(
     ``keepalive=True`` renews it instead; ``min_hold``, ``wait``, ``on_lost``,
     ``renew_every`` and ``max_hold`` are as for :meth:`JobLockModel.try_lease` (``wait``
     also waits out an overlapping call in this process).
+
+    Every duration (``ttl``, ``renew_every``, ``min_hold``, ``wait``, ``max_hold``)
+    is milliseconds (int or float) or a ``datetime.timedelta``.
     """
     key = _validate.lock_key(lock_key)
     ttl_ms = _validate.duration_ms(ttl, "ttl")
@@ -148,6 +151,8 @@ def lease(
 
     The lease is released when the block exits. Options as for
     :meth:`JobLockModel.try_lease`; ``model=None`` means :func:`joblocks.get_model`.
+    Every duration (``ttl``, ``renew_every``, ``min_hold``, ``wait``, ``max_hold``)
+    is milliseconds (int or float) or a ``datetime.timedelta``.
     """
     model = resolve_model(model, JobLockModel, get_model, "joblocks.JobLockModel")
     held = model.try_lease(

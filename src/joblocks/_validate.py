@@ -94,3 +94,19 @@ def identifier(value: object, name: str, max_length: int = 63) -> str:
             f"reserve for their catalogs), got {value!r}"
         )
     return value
+
+
+#: The states a lock row is in, by the database's clock: ``"held"`` (its lease has not
+#: run out) or ``"expired"``; ``"all"`` selects both. ``"live"`` is accepted for ``"held"``.
+STATES = ("all", "held", "expired")
+
+
+def state(value: object, name: str = "state") -> str:
+    """Validate a state filter: ``"all"``, ``"held"`` (alias ``"live"``) or ``"expired"``."""
+    if value == "live":
+        return "held"
+    if not isinstance(value, str) or value not in STATES:
+        raise ValueError(
+            f"{name} must be 'all', 'held' (or its alias 'live') or 'expired', got {value!r}"
+        )
+    return value

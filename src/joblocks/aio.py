@@ -37,6 +37,8 @@ from ._run import after_release, check_work
 from ._schema import JOB_LOCKS_TABLE_NAME
 from ._statements import AcquirePath
 
+_engines.require_asyncio()  # an ImportError naming the extra to install, not a late failure
+
 __all__ = [
     "JobLock",
     "JobLockModel",
@@ -60,7 +62,9 @@ class JobLockModel(ModelCore):
     """The lock table of one database, for asyncio: every method is a coroutine.
 
     Same arguments and semantics as :class:`joblocks.JobLockModel`; ``database`` may
-    be a URL or an ``AsyncEngine``.
+    be a URL or an ``AsyncEngine``. ``timeout`` (milliseconds or a
+    ``datetime.timedelta``; default 5,000 ms) bounds a connection attempt, each wait
+    for a reply and SQLite's wait for another writer, as on the sync face.
     """
 
     def __init__(
@@ -72,6 +76,7 @@ class JobLockModel(ModelCore):
         create_table: bool = True,
         errors_as_taken: bool = False,
         acquire_path: AcquirePath | None = None,
+        timeout: _validate.Duration | None = None,
     ) -> None:
         self._setup(
             database,
@@ -81,6 +86,7 @@ class JobLockModel(ModelCore):
             create_table=create_table,
             errors_as_taken=errors_as_taken,
             acquire_path=acquire_path,
+            timeout=timeout,
         )
 
     async def _call(self, operation: str, fn: Callable[..., T], *args: Any) -> T:
@@ -120,7 +126,7 @@ class JobLockModel(ModelCore):
         # statement's connection is invalidated). PostgreSQL has tcp_user_timeout and
         # SQLite its busy timeout.
         if self.statements.family == "mysql":
-            return float(_engines.IO_TIMEOUT_S)
+            return self.timeout_ms / 1000
         return None
 
     async def create_table(self) -> None:
@@ -147,7 +153,8 @@ class JobLockModel(ModelCore):
             await self.engine.dispose()
 
     async def acquire(self, lock_key: str, ttl: _validate.Duration, holder: str) -> bool:
-        """Take ``lock_key`` for ``holder``; see :meth:`joblocks.JobLockModel.acquire`."""
+        """Take ``lock_key`` for ``holder`` for ``ttl`` (milliseconds or a
+        ``datetime.timedelta``); see :meth:`joblocks.JobLockModel.acquire`."""
         return await self.acquire_token(lock_key, ttl, holder) is not None
 
     async def acquire_token(
@@ -157,6 +164,8 @@ class JobLockModel(ModelCore):
 
         The same token for a re-entrant acquire of a live row; a larger one for any
         other grant (the holder's own expired row included).
+
+        ``ttl`` is milliseconds (int or float) or a ``datetime.timedelta``.
         """
         key = _validate.lock_key(lock_key)
         ttl_ms = _validate.duration_ms(ttl, "ttl")
@@ -178,7 +187,10 @@ class JobLockModel(ModelCore):
 
     async def refresh(self, lock_key: str, ttl: _validate.Duration, holder: str) -> bool:
         """Set the expiry to now + ``ttl`` if the row is ``holder``'s, even if expired,
-        keeping its token; see :meth:`joblocks.JobLockModel.refresh`."""
+        keeping its token; see :meth:`joblocks.JobLockModel.refresh`.
+
+        ``ttl`` is milliseconds (int or float) or a ``datetime.timedelta``.
+        """
         key = _validate.lock_key(lock_key)
         ttl_ms = _validate.duration_ms(ttl, "ttl")
         who = _validate.holder(holder)
@@ -205,7 +217,8 @@ class JobLockModel(ModelCore):
         """Take ``lock_key`` and return the grant as a :class:`Lease`, or None.
 
         See :meth:`joblocks.JobLockModel.try_lease`; keep-alive runs as one task per
-        event loop.
+        event loop. Every duration (``ttl``, ``renew_every``, ``min_hold``, ``wait``,
+        ``max_hold``) is milliseconds (int or float) or a ``datetime.timedelta``.
         """
         key = _validate.lock_key(lock_key)
         ttl_ms = _validate.duration_ms(ttl, "ttl")
@@ -257,7 +270,8 @@ class JobLockModel(ModelCore):
         return await self.peek(lock_key)
 
     async def list(self, state: _ops.State = "all") -> builtins.list[JobLock]:
-        """All rows ordered by key; ``state="live"`` or ``"expired"`` filters by db time."""
+        """All rows ordered by key; ``state="held"`` (alias ``"live"``) or ``"expired"``
+        keeps the rows in that state by the database's clock (``"all"``: every row)."""
         _check_state(state)
         return await self._call("list", _ops.list_locks, state)
 
@@ -267,7 +281,10 @@ class JobLockModel(ModelCore):
         return await self._call("count", _ops.count, state)
 
     async def insert(self, lock_key: str, *, holder: str, ttl: _validate.Duration) -> JobLock:
-        """Insert a new row with a new fencing token; ``LockExistsError`` if one exists."""
+        """Insert a new row with a new fencing token; ``LockExistsError`` if one exists.
+
+        ``ttl`` is milliseconds (int or float) or a ``datetime.timedelta``.
+        """
         key = _validate.lock_key(lock_key)
         who = _validate.holder(holder)
         ttl_ms = _validate.duration_ms(ttl, "ttl")
@@ -283,7 +300,10 @@ class JobLockModel(ModelCore):
         holder: str | None = None,
         ttl: _validate.Duration | None = None,
     ) -> bool:
-        """Change the holder and/or set expiry to now + ``ttl``, whoever holds the row."""
+        """Change the holder and/or set expiry to now + ``ttl``, whoever holds the row.
+
+        ``ttl`` is milliseconds (int or float) or a ``datetime.timedelta``.
+        """
         key = _validate.lock_key(lock_key)
         who = None if holder is None else _validate.holder(holder)
         ttl_ms = None if ttl is None else _validate.duration_ms(ttl, "ttl")
@@ -302,8 +322,7 @@ class JobLockModel(ModelCore):
 
 
 def _check_state(state: object) -> None:
-    if state not in ("all", "live", "expired"):
-        raise ValueError(f"state must be 'all', 'live' or 'expired', got {state!r}")
+    _validate.state(state)
 
 
 async def run_with_lock(
@@ -325,6 +344,9 @@ async def run_with_lock(
     See :func:`joblocks.run_with_lock`. Cancellation inside ``work`` still releases,
     then propagates. With ``keepalive=True`` and ``cancel_on_loss=True``, ``work`` is
     cancelled when the lease is found lost, and :class:`LeaseLost` is raised.
+
+    Every duration (``ttl``, ``renew_every``, ``min_hold``, ``wait``, ``max_hold``)
+    is milliseconds (int or float) or a ``datetime.timedelta``.
     """
     key = _validate.lock_key(lock_key)
     ttl_ms = _validate.duration_ms(ttl, "ttl")
@@ -395,7 +417,8 @@ class Lease(LeaseBase):
         *,
         min_hold: _validate.Duration | None = None,
     ) -> bool:
-        """Extend the live lease to now + ``ttl`` (ms or timedelta), keeping its token;
+        """Extend the live lease to now + ``ttl`` (milliseconds or a ``datetime.timedelta``;
+        default: its ttl), keeping its token;
         ``min_hold`` (ms or timedelta) keeps a release from freeing the key before this
         refresh + min_hold. False, sending nothing, once released or lost. See
         :meth:`joblocks.Lease.refresh`.
@@ -518,6 +541,9 @@ async def lease(
 
     With ``keepalive=True`` and ``cancel_on_loss=True``, the task running the block is
     cancelled when the lease is found lost; :class:`LeaseLost` is raised from it.
+
+    Every duration (``ttl``, ``renew_every``, ``min_hold``, ``wait``, ``max_hold``)
+    is milliseconds (int or float) or a ``datetime.timedelta``.
     """
     model = resolve_model(model, JobLockModel, get_model, "joblocks.aio.JobLockModel")
     check_cancel_on_loss(cancel_on_loss, keepalive)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 from collections.abc import Sequence
 from typing import Any, Callable, NoReturn
@@ -48,7 +49,8 @@ examples:
   joblocks doctor               joblocks where
 
 The database is --url, else $JOBLOCKS_URL, else a per-user SQLite file.
-Durations: 500ms, 30s, 5m, 2h, 1d, 1h30m, or plain milliseconds.
+Durations: a number with a unit, lower-case: 500ms, 30s, 5m, 2h, 1d, 1h30m (ms
+milliseconds, s seconds, m minutes, h hours, d days; a bare number is refused).
 Exit codes: 0 ok; 1 no (peek: no row, release: nothing released, doctor: problem);
 2 usage; 3 database error; run: the command's code, 128+N when it died by signal N,
 the conflict code (default 0) when the lock is held elsewhere, 75 lock lost."""
@@ -64,10 +66,44 @@ class _Parser(argparse.ArgumentParser):
 # -- argument types ---------------------------------------------------------------------
 
 
+#: Where the documentation site describes the JSON output (the site's pages are not in
+#: the wheel; the mkdocs site has no fixed host, so this is the page path within it).
+DOCS_JSON_SECTION = "command-line page, section 'JSON output' (cli/#json-output)"
+
+#: How durations are written on the command line (``run --help``, errors, docs/cli.md).
+DURATION_UNITS = "ms milliseconds, s seconds, m minutes, h hours, d days"
+DURATION_HELP = "a number with a lower-case unit: 500ms, 30s, 10m, 2h, 1d, 1h30m"
+#: The options that take a duration (their values may look like options: ``-5s``).
+DURATION_OPTIONS = ("--ttl", "--wait", "--min-hold", "--expired-for")
+
+
+def check_duration_text(text: str, allow_zero: bool) -> int:
+    """Milliseconds in ``text``, which must carry a lower-case unit (``10s``, ``10m``,
+    ``500ms``); a ``ValueError`` with a hint for a bare number, an upper-case unit or
+    a negative duration."""
+    spec = text.strip()
+    bare = re.fullmatch(r"[-+]?(\d+(\.\d*)?|\.\d+)", spec)
+    if (spec.startswith("-") and spec[1:2].isdigit()) or spec.startswith("-."):
+        raise ValueError(
+            f"{text!r} is negative: a duration must be "
+            f"{'0 or more' if allow_zero else 'positive'} ({DURATION_HELP})"
+        )
+    if bare and float(spec) != 0:
+        raise ValueError(
+            f"{text!r} has no unit: write e.g. {spec}s, {spec}m or {spec}ms ({DURATION_UNITS})"
+        )
+    if spec != spec.lower() and re.fullmatch(r"[0-9.]+[A-Za-z0-9.]*", spec):
+        raise ValueError(
+            f"{text!r}: units are lower-case (m is minutes, ms milliseconds, "
+            "s seconds, h hours, d days)"
+        )
+    return parse_duration(spec, allow_zero=allow_zero)
+
+
 def _duration(allow_zero: bool) -> Callable[[str], int]:
     def parse(text: str) -> int:
         try:
-            return parse_duration(text, allow_zero=allow_zero)
+            return check_duration_text(text, allow_zero)
         except ValueError as exc:
             raise argparse.ArgumentTypeError(str(exc)) from None
 
@@ -177,7 +213,9 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="Keep-alive renews the lock while the command runs (every ttl/3), so the "
         "ttl only\nbounds how long a crashed run blocks others. If the lock is lost "
         "anyway, the\ncommand gets SIGTERM and joblocks exits with 75 (--on-lost "
-        "continue: a warning only).",
+        "continue: a warning only).\n\nDurations (--ttl, --wait, --min-hold) are "
+        f"{DURATION_HELP}\n({DURATION_UNITS}).\nA bare number (--ttl 10) is refused: "
+        "write 10s, 10m or 10ms.",
     )
     run.add_argument("key", type=_checked(_key), metavar="KEY", help="the lock key")
     run.add_argument(
@@ -185,7 +223,8 @@ def build_parser() -> argparse.ArgumentParser:
         type=_duration(False),
         required=True,
         metavar="DURATION",
-        help="lease length; with keep-alive, how long a crashed holder blocks others",
+        help="lease length, e.g. 10m, 30s or 1h (unit required: ms, s, m, h, d); with "
+        "keep-alive, how long a crashed holder blocks others",
     )
     run.add_argument(
         "--keepalive",
@@ -197,13 +236,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--wait",
         type=_duration(True),
         metavar="DURATION",
-        help="wait this long for the lock (default: give up at once)",
+        help="wait this long for the lock, e.g. 30s (default: give up at once)",
     )
     run.add_argument(
         "--min-hold",
         type=_duration(True),
         metavar="DURATION",
-        help="keep the row until acquired + this, even after the command ended",
+        help="keep the row until acquired + this (e.g. 1m), even after the command ended",
     )
     run.add_argument(
         "--conflict-exit-code",
@@ -224,7 +263,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     ls = command("list", _cmd_list, "list the held locks (--all: expired rows too)")
     ls.add_argument("--all", action="store_true", help="include expired rows")
-    ls.add_argument("--json", action="store_true", help="print JSON (see docs/cli.md)")
+    ls.add_argument(
+        "--json",
+        action="store_true",
+        help=f"print JSON (its keys: the docs site's {DOCS_JSON_SECTION})",
+    )
 
     peek = command("peek", _cmd_peek, "show one lock row, held or expired (exit 1: no row)")
     peek.add_argument("key", type=_checked(_key), metavar="KEY")
@@ -250,7 +293,8 @@ def build_parser() -> argparse.ArgumentParser:
         type=_duration(True),
         required=True,
         metavar="DURATION",
-        help="delete rows whose expiry is older than this (by the database's clock)",
+        help="delete rows whose expiry is older than this, e.g. 7d or 12h (by the "
+        "database's clock)",
     )
     prune.add_argument("--dry-run", action="store_true", help="only count them")
 
@@ -269,9 +313,29 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _join_negative_durations(words: list[str]) -> list[str]:
+    """``--ttl -5s`` as ``--ttl=-5s`` (before any ``--``), so that argparse hands the
+    value to the duration check, which says it is negative, instead of reading it as
+    an unknown option."""
+    joined: list[str] = []
+    i = 0
+    while i < len(words):
+        word = words[i]
+        if word == "--":
+            return joined + words[i:]
+        following = words[i + 1] if i + 1 < len(words) else ""
+        if word in DURATION_OPTIONS and re.match(r"-\.?\d", following):
+            joined.append(f"{word}={following}")
+            i += 2
+            continue
+        joined.append(word)
+        i += 1
+    return joined
+
+
 def parse_args(parser: argparse.ArgumentParser, argv: Sequence[str]) -> argparse.Namespace:
     """Parse ``argv``; for ``run``, everything after the first ``--`` is the command."""
-    words = list(argv)
+    words = _join_negative_durations(list(argv))
     if _command_of(words) != "run":
         return parser.parse_args(words)
     tail: list[str] | None = None

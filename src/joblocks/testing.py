@@ -105,7 +105,8 @@ def _swap(
 def assert_locked(
     key: str, model: JobLockModel | None = None, holder: str | None = None
 ) -> JobLock:
-    """Assert that ``key`` is held (a live lease), by ``holder`` when given; return its row.
+    """Assert that ``key`` is held (its lease has not expired), by ``holder`` if given;
+    return its row.
 
     ``model`` defaults to ``joblocks.get_model()`` (the ``joblocks_model`` fixture's
     model during a test that uses it). Raises ``AssertionError`` saying what was found.

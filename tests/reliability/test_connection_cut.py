@@ -206,8 +206,7 @@ def test_connection_cut_asyncio(
     need_root_tool("iptables")
     fixture = "pg_server" if aio_backend == "postgresql" else "mariadb_server"
     server: _servers.Server = request.getfixturevalue(fixture)
-    monkeypatch.setattr(_engines, "IO_TIMEOUT_S", IO_TIMEOUT_S)
-    monkeypatch.setattr(_engines, "CONNECT_TIMEOUT_S", CONNECT_TIMEOUT_S)
+    monkeypatch.setattr(_engines, "TIMEOUT_MS", IO_TIMEOUT_S * 1000)  # PostgreSQL connects in 2 s
     proxy = TcpProxy(server.port)
     try:
         url = sa.make_url(server.url).set(port=proxy.port).render_as_string(hide_password=False)

@@ -94,7 +94,8 @@ def derived_min_hold(
       can still start this slot (``clock_skew`` covers replicas whose clocks differ).
 
     When neither applies (no next fire time and ``misfire_grace_time=None``) the hold
-    is :data:`NO_NEXT_FIRE_HOLD_MS`. Never negative.
+    is :data:`NO_NEXT_FIRE_HOLD_MS`. Never negative. ``clock_skew`` is milliseconds
+    (int or float) or a ``datetime.timedelta``.
     """
     skew_ms = _validate.duration_ms(clock_skew, "clock_skew", allow_zero=True)
     if now is None:
@@ -135,6 +136,9 @@ class LockedExecutor(ThreadPoolExecutor):  # type: ignore[misc]
 
     Jobs need the same ``id`` on every replica (a generated id is refused). Interval
     triggers fire the same slots only with the same ``start_date`` on every replica.
+
+    Every duration (``ttl``, ``renew_every``, ``max_hold``, ``min_hold``,
+    ``clock_skew``) is milliseconds (int or float) or a ``datetime.timedelta``.
     """
 
     def __init__(
@@ -254,6 +258,9 @@ def locked_job(
     replicas' fires of one slot, shorter than the period — half the period is a good
     choice; ``None`` to keep no hold. Works for ``async def`` jobs too
     (``AsyncIOScheduler``). :class:`LockedExecutor` derives the hold by itself.
+
+    Every duration (``ttl``, ``renew_every``, ``min_hold``, ``wait``, ``max_hold``)
+    is milliseconds (int or float) or a ``datetime.timedelta``.
     """
 
     def key_for(fn: Callable[..., Any]) -> str:

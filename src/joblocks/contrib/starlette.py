@@ -50,6 +50,9 @@ class SingletonLoop:
 
     Use it as the app's lifespan (``lifespan=loop``), or inside your own lifespan as
     ``async with loop:``. :attr:`leading` says whether this replica leads now.
+
+    Every duration (``interval``, ``ttl``, ``retry_every``, ``renew_every``) is
+    milliseconds (int or float) or a ``datetime.timedelta``.
     """
 
     def __init__(
@@ -298,6 +301,8 @@ def singleton_loop(
         async def lifespan(app):
             async with rates:
                 yield
+
+    Every duration is milliseconds (int or float) or a ``datetime.timedelta``.
 
     - ``interval``: the pause between the end of one run and the start of the next.
     - ``ttl`` (default 30 s): the leader's lease, renewed every ``renew_every``

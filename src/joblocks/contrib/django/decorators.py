@@ -37,7 +37,8 @@ def single_instance_command(
     database ``using`` (default: ``settings.JOBLOCKS_DATABASE``). When another instance
     holds the lock, one line goes to the command's stderr and ``handle`` returns None
     without running (exit status 0). ``keepalive``, ``renew_every``, ``min_hold``,
-    ``wait`` and ``max_hold`` are passed on to ``run_with_lock``.
+    ``wait`` and ``max_hold`` are passed on to ``run_with_lock``; like ``ttl``, they
+    are milliseconds (int or float) or a ``datetime.timedelta``.
     """
     _validate.duration_ms(ttl, "ttl")
     if key is not None:
