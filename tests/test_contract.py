@@ -12,6 +12,8 @@ import pytest
 import joblocks
 
 TTL = 30_000
+#: Also through PgBouncer in transaction and in session mode (see tests/conftest.py).
+THROUGH_POOLERS = True
 
 
 def test_acquire_free_key_writes_the_row(model: Any, key: str) -> None:

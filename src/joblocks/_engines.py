@@ -3,7 +3,9 @@
 The library never joins a caller's transaction: every operation runs on its own
 connection in autocommit mode. Engines the library creates itself are tuned for short
 single statements (no reset round trip on check-in, a ping only after a connection
-sat idle, bounded connect and read timeouts) and are made fresh in forked children.
+sat idle, bounded connect and read timeouts, and on PostgreSQL no named server-side
+prepared statements, so they work behind a transaction-mode pooler such as PgBouncer)
+and are made fresh in forked children.
 """
 
 from __future__ import annotations
@@ -144,6 +146,12 @@ def create(url: URL, *, asynchronous: bool) -> Engine | AsyncEngine:
     elif backend == "postgresql":
         connect_args["connect_timeout"] = CONNECT_TIMEOUT_S
         connect_args["tcp_user_timeout"] = IO_TIMEOUT_S * 1000
+        if url.get_driver_name() == "psycopg":
+            # No named server-side prepared statements (psycopg prepares a statement
+            # run 5 times): behind a transaction-mode pooler (PgBouncer) they would
+            # live on a server connection that other clients get next, and a client
+            # could run another client's statement. ``?prepare_threshold=N`` opts in.
+            connect_args["prepare_threshold"] = None
     elif backend in ("mysql", "mariadb"):
         connect_args["connect_timeout"] = CONNECT_TIMEOUT_S
         if not asynchronous:
