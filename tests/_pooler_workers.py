@@ -3,7 +3,8 @@
 Each worker is a spawned process of its own with its own model (sync or asyncio face)
 and connections; nothing but strings and numbers crosses the process boundary. All
 start together at a barrier and run their loop for the same number of seconds; each
-returns a dict of counts (``errors`` maps an error's text to how often it was seen).
+returns a dict of counts (``errors`` maps an error's text to how often a caller saw it,
+``retried`` the deadlocks and serialization failures joblocks retried by itself).
 """
 
 from __future__ import annotations
@@ -63,12 +64,18 @@ class _CountWarnings(logging.Handler):
     """joblocks's warnings (e.g. a release that failed inside ``run_with_lock``) count
     as errors, instead of being printed."""
 
-    def __init__(self, errors: Counter[str]) -> None:
-        super().__init__(logging.WARNING)
-        self.errors = errors
+    def __init__(self, out: dict[str, Any]) -> None:
+        super().__init__(logging.DEBUG)
+        self.out = out
 
     def emit(self, record: logging.LogRecord) -> None:
-        self.errors[f"logged: {record.getMessage()}"[:160]] += 1
+        text = record.getMessage()
+        if record.levelno >= logging.WARNING:
+            self.out["errors"][f"logged: {text}"[:160]] += 1
+        elif "retried after a transient error" in text:
+            # A deadlock or serialization failure joblocks retried: not seen by the
+            # caller, but counted (it costs a round trip and a pause).
+            self.out["retried"][text.split(": ", 2)[-1][:100]] += 1
 
 
 def _error(errors: Counter[str], exc: BaseException) -> None:
@@ -234,10 +241,12 @@ def run_role(
         "calls": 0,
         "wrong": 0,
         "errors": Counter(),
+        "retried": Counter(),
         **extra,
     }
     logger = logging.getLogger("joblocks")
-    logger.addHandler(_CountWarnings(out["errors"]))
+    logger.addHandler(_CountWarnings(out))
+    logger.setLevel(logging.DEBUG)
     logger.propagate = False
     try:
         face = Face(face_name, url, table_name)
@@ -250,6 +259,7 @@ def run_role(
     except BaseException as exc:  # reported to the parent, which fails the test
         out["crash"] = f"{type(exc).__name__}: {exc}"
     out["errors"] = dict(out["errors"])
+    out["retried"] = dict(out["retried"])
     results.put(out)
 
 

@@ -39,11 +39,17 @@ PATHS = {
     "postgresql": ("upsert", "update_insert", "portable"),
     "mariadb": ("upsert", "portable"),
 }
-#: PostgreSQL through Debian's PgBouncer in front of the ``pg_server``: a test module
-#: that sets ``THROUGH_POOLERS = True`` runs for these backends too.
-POOLER_BACKENDS = ("pgbouncer-transaction", "pgbouncer-session")
-for _pooled in POOLER_BACKENDS:
-    PATHS[_pooled] = PATHS["postgresql"]
+#: PostgreSQL as it is deployed, besides plain: through Debian's PgBouncer (in
+#: transaction and in session mode) in front of ``pg_server``, and a server whose
+#: default isolation is serializable. A test module that sets ``DEPLOYMENTS = True``
+#: runs for these backends too. Their server fixtures:
+DEPLOYMENT_BACKENDS = {
+    "pgbouncer-transaction": "pgbouncer_transaction",
+    "pgbouncer-session": "pgbouncer_session",
+    "postgresql-serializable": "pg_serializable",
+}
+for _deployed in DEPLOYMENT_BACKENDS:
+    PATHS[_deployed] = PATHS["postgresql"]
 
 
 def _server_or_skip(
@@ -128,12 +134,33 @@ def pgbouncer_session(request: pytest.FixtureRequest, pg_server: Server) -> Serv
     )
 
 
+@pytest.fixture(scope="session")
+def pg_serializable(request: pytest.FixtureRequest) -> Server:
+    """A second throwaway PostgreSQL whose default isolation is serializable
+    (``default_transaction_isolation`` set on the server)."""
+    return _server_or_skip(
+        request,
+        "postgresql-serializable",
+        lambda tmp: start_postgres(tmp, {"default_transaction_isolation": "serializable"}),
+    )
+
+
+@pytest.fixture(scope="session")
+def pgbouncer_serializable(request: pytest.FixtureRequest, pg_serializable: Server) -> Server:
+    """PgBouncer in transaction mode in front of ``pg_serializable``."""
+    return _server_or_skip(
+        request,
+        "pgbouncer-serializable",
+        lambda tmp: start_pgbouncer(tmp, pg_serializable, "transaction", pool_size=2),
+    )
+
+
 def url_for(request: pytest.FixtureRequest, backend: str, tmp_path: Path) -> str:
     if backend == "sqlite":
         return f"sqlite:///{tmp_path / 'locks.db'}"
-    if backend in POOLER_BACKENDS:
-        pooler: Server = request.getfixturevalue(backend.replace("-", "_"))
-        return pooler.url
+    if backend in DEPLOYMENT_BACKENDS:
+        deployed: Server = request.getfixturevalue(DEPLOYMENT_BACKENDS[backend])
+        return deployed.url
     fixture = "pg_server" if backend == "postgresql" else "mariadb_server"
     server: Server = request.getfixturevalue(fixture)
     return server.url
@@ -298,8 +325,8 @@ def make_model(face: str, db_url: str, table_name: str) -> Iterator[Callable[...
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     # Tests that take ``acquire_path`` run for every (database, path) pair that exists.
     backends = BACKENDS
-    if getattr(metafunc.module, "THROUGH_POOLERS", False):
-        backends += POOLER_BACKENDS
+    if getattr(metafunc.module, "DEPLOYMENTS", False):
+        backends += tuple(DEPLOYMENT_BACKENDS)
     if "acquire_path" in metafunc.fixturenames:
         pairs = [(b, p) for b in backends for p in PATHS[b]]
         metafunc.parametrize(("backend", "acquire_path"), pairs, ids=[f"{b}-{p}" for b, p in pairs])

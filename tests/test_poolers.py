@@ -7,7 +7,7 @@ one of a statement run 5 times) then live on a server connection that other clie
 get next: a client could run another client's prepared ``DELETE``. Engines joblocks
 makes never prepare statements, so every call works and runs its own statement.
 ``pool_mode = session`` is tested the same way. The contract suite runs through both
-modes as well (``THROUGH_POOLERS`` in ``test_contract.py``).
+modes as well (``DEPLOYMENTS`` in ``test_contract.py``).
 """
 
 from __future__ import annotations

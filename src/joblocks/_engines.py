@@ -15,7 +15,7 @@ import sys
 import time
 import weakref
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from sqlalchemy import URL, Engine, create_engine, event, make_url
 from sqlalchemy import exc as sa_exc
@@ -244,3 +244,45 @@ def is_async_engine(obj: object) -> TypeGuard[AsyncEngine]:
     support (which needs greenlet) when nothing asynchronous was ever made."""
     module = sys.modules.get("sqlalchemy.ext.asyncio")
     return module is not None and isinstance(obj, module.AsyncEngine)
+
+
+# ------------------------------------------------ the isolation joblocks's statements need
+
+#: Key in a pooled connection's ``info`` (kept for the life of the driver connection):
+#: how joblocks's statements run on it (see :func:`read_committed_wrapper`).
+ISOLATION_INFO = "joblocks_read_committed"
+
+
+class ReadCommitted(NamedTuple):
+    """The statements that run one of joblocks's statements in a read committed
+    transaction of its own."""
+
+    begin: str
+    commit: str
+    rollback: str
+
+
+_PG_READ_COMMITTED = ReadCommitted("BEGIN ISOLATION LEVEL READ COMMITTED", "COMMIT", "ROLLBACK")
+_PG_LEVELS_LIKE_READ_COMMITTED = ("read committed", "read uncommitted")
+
+
+def read_committed_wrapper(dialect_name: str, cursor: Any) -> ReadCommitted | None:
+    """How joblocks's statements must run on one connection; asked once per connection.
+
+    The statements are written for read committed: a conditional write that meets a
+    row another transaction just changed waits for it and re-checks its condition on
+    the new row. Under repeatable read or serializable PostgreSQL raises a
+    serialization failure instead. None when the connection's default isolation is
+    read committed already (the usual case: each statement runs alone in autocommit
+    mode, one round trip). Otherwise (``default_transaction_isolation`` set for the
+    server, the database or the role) each statement runs in a read committed
+    transaction of its own: a ``SET`` for the session would not do through a
+    transaction-mode pooler, where the next transaction may run on another server
+    connection.
+    """
+    if dialect_name != "postgresql":
+        return None
+    cursor.execute("SHOW default_transaction_isolation")
+    row = cursor.fetchone()
+    level = str(row[0]).lower() if row else _PG_LEVELS_LIKE_READ_COMMITTED[0]
+    return None if level in _PG_LEVELS_LIKE_READ_COMMITTED else _PG_READ_COMMITTED
