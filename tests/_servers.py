@@ -363,12 +363,13 @@ def start_pgbouncer(base_dir: Path, postgres: Server, pool_mode: str, pool_size:
 # ------------------------------------------------------------------ MariaDB
 
 
-def start_mariadb(base_dir: Path) -> Server:
+def start_mariadb(base_dir: Path, options: list[str] | None = None) -> Server:
     """Initialise and start a MariaDB server under ``base_dir``.
 
     URL: ``mysql+pymysql://root@127.0.0.1:PORT/joblocks_test``; root has no
-    password over TCP. Raises ServerUnavailable if the binaries or pymysql
-    are missing, ServerStartError if it fails to start.
+    password over TCP. ``options`` are extra server options, e.g.
+    ``["--transaction-isolation=SERIALIZABLE"]``. Raises ServerUnavailable if the
+    binaries or pymysql are missing, ServerStartError if it fails to start.
     """
     mariadbd = _find_exe("mariadbd", "mysqld")
     install_db = _find_exe("mariadb-install-db", "mysql_install_db")
@@ -426,6 +427,7 @@ def start_mariadb(base_dir: Path) -> Server:
             "--skip-innodb-doublewrite",
             "--default-time-zone=+00:00",
             *common,
+            *(options or []),
         ],
         _user=user,
         _ready=_wait_mariadb,

@@ -146,6 +146,17 @@ def pg_serializable(request: pytest.FixtureRequest) -> Server:
 
 
 @pytest.fixture(scope="session")
+def mariadb_serializable(request: pytest.FixtureRequest) -> Server:
+    """A second throwaway MariaDB whose default isolation is serializable
+    (``--transaction-isolation=SERIALIZABLE``)."""
+    return _server_or_skip(
+        request,
+        "mariadb-serializable",
+        lambda tmp: start_mariadb(tmp, ["--transaction-isolation=SERIALIZABLE"]),
+    )
+
+
+@pytest.fixture(scope="session")
 def pgbouncer_serializable(request: pytest.FixtureRequest, pg_serializable: Server) -> Server:
     """PgBouncer in transaction mode in front of ``pg_serializable``."""
     return _server_or_skip(

@@ -17,6 +17,7 @@ from typing import Any
 
 import psycopg
 import pytest
+import sqlalchemy as sa
 
 import joblocks
 
@@ -47,20 +48,31 @@ def repeatable_read_url(pg_serializable: Server) -> Iterator[str]:
         conn.execute(f"DROP DATABASE {name} WITH (FORCE)")
 
 
-@pytest.fixture(params=("serializable", "serializable-pgbouncer", "repeatable-read"))
+_STRICT = {
+    # what: (fixture, the default isolation it has)
+    "serializable": ("pg_serializable", "serializable"),
+    "serializable-pgbouncer": ("pgbouncer_serializable", "serializable"),
+    "repeatable-read": ("repeatable_read_url", "repeatable read"),
+    "mariadb-serializable": ("mariadb_serializable", "SERIALIZABLE"),
+}
+
+
+@pytest.fixture(params=tuple(_STRICT))
 def strict_url(request: pytest.FixtureRequest) -> str:
-    fixture = {
-        "serializable": "pg_serializable",
-        "serializable-pgbouncer": "pgbouncer_serializable",
-        "repeatable-read": "repeatable_read_url",
-    }[request.param]
+    fixture, expected = _STRICT[request.param]
     value = request.getfixturevalue(fixture)
     url: str = value if isinstance(value, str) else value.url
     # The server's (or database's) default really is what this test is about.
-    with psycopg.connect(url.replace("+psycopg", ""), autocommit=True) as conn:
-        level = conn.execute("SHOW transaction_isolation").fetchone()
-    assert level is not None
-    assert level[0] == request.param.split("-pgbouncer")[0].replace("-", " ")
+    engine = sa.create_engine(url)
+    try:
+        with engine.connect() as conn:
+            if engine.dialect.name == "postgresql":
+                level = conn.exec_driver_sql("SHOW transaction_isolation").scalar()
+            else:
+                level = conn.exec_driver_sql("SELECT @@GLOBAL.tx_isolation").scalar()
+    finally:
+        engine.dispose()
+    assert str(level).replace("-", " ") == expected
     return url
 
 
