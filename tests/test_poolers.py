@@ -5,7 +5,9 @@ one transaction and the next one goes to whichever client asks first (here 2 ser
 connections serve every client). Named server-side prepared statements (psycopg makes
 one of a statement run 5 times) then live on a server connection that other clients
 get next: a client could run another client's prepared ``DELETE``. Engines joblocks
-makes never prepare statements, so every call works and runs its own statement.
+makes prepare statements only on a direct connection (the backend the server names
+is the one the connection was told about when it connected), so through a pooler
+every call works and runs its own statement.
 ``pool_mode = session`` is tested the same way. The contract suite runs through both
 modes as well (``DEPLOYMENTS`` in ``test_contract.py``).
 """
@@ -103,28 +105,30 @@ def test_processes_through_the_pooler_run_only_their_own_statements(
         direct.dispose()
 
 
-def test_engines_joblocks_makes_never_prepare_statements(
-    pooler: Server, face: str, table_name: str
+@pytest.mark.parametrize("route", ["direct", "pooler"])
+def test_engines_joblocks_makes_prepare_statements_only_on_a_direct_connection(
+    route: str, pooler: Server, pg_server: Server, face: str, table_name: str
 ) -> None:
-    """psycopg's prepare_threshold is None on both faces (a URL's ``prepare_threshold``
-    opts in: left to the URL parsing, which gives it its type)."""
+    """psycopg's prepare_threshold: its default (5) on a direct connection, None through
+    a pooler (either mode), on both faces."""
     import asyncio
 
+    url, expected = (pg_server.url, 5) if route == "direct" else (pooler.url, None)
     if face == "sync":
-        model = joblocks.JobLockModel(pooler.url, table_name=table_name)
+        model = joblocks.JobLockModel(url, table_name=table_name)
         try:
             with model.engine.connect() as conn:
-                assert conn.connection.driver_connection.prepare_threshold is None
+                assert conn.connection.driver_connection.prepare_threshold == expected
         finally:
             model.dispose()
         return
 
     async def main() -> None:
-        model = joblocks.aio.JobLockModel(pooler.url, table_name=table_name)
+        model = joblocks.aio.JobLockModel(url, table_name=table_name)
         try:
             async with model.engine.connect() as conn:
                 raw = await conn.get_raw_connection()
-                assert raw.driver_connection.prepare_threshold is None
+                assert raw.driver_connection.prepare_threshold == expected
         finally:
             await model.dispose()
 

@@ -3,9 +3,9 @@
 The library never joins a caller's transaction: every operation runs on its own
 connection in autocommit mode. Engines the library creates itself are tuned for short
 single statements (no reset round trip on check-in, a ping only after a connection
-sat idle, bounded connect and read timeouts, and on PostgreSQL no named server-side
-prepared statements, so they work behind a transaction-mode pooler such as PgBouncer)
-and are made fresh in forked children.
+sat idle, bounded connect and read timeouts, and on PostgreSQL named server-side
+prepared statements only on a direct connection, never through a pooler such as
+PgBouncer in transaction mode) and are made fresh in forked children.
 """
 
 from __future__ import annotations
@@ -146,12 +146,6 @@ def create(url: URL, *, asynchronous: bool) -> Engine | AsyncEngine:
     elif backend == "postgresql":
         connect_args["connect_timeout"] = CONNECT_TIMEOUT_S
         connect_args["tcp_user_timeout"] = IO_TIMEOUT_S * 1000
-        if url.get_driver_name() == "psycopg":
-            # No named server-side prepared statements (psycopg prepares a statement
-            # run 5 times): behind a transaction-mode pooler (PgBouncer) they would
-            # live on a server connection that other clients get next, and a client
-            # could run another client's statement. ``?prepare_threshold=N`` opts in.
-            connect_args["prepare_threshold"] = None
     elif backend in ("mysql", "mariadb"):
         connect_args["connect_timeout"] = CONNECT_TIMEOUT_S
         if not asynchronous:
@@ -172,6 +166,8 @@ def create(url: URL, *, asynchronous: bool) -> Engine | AsyncEngine:
     if backend == "sqlite":
         event.listen(sync_engine, "connect", _sqlite_pragmas)
     else:
+        if backend == "postgresql" and url.get_driver_name() == "psycopg":
+            event.listen(sync_engine, "connect", _postgres_connect)
         event.listen(sync_engine.pool, "checkin", _mark_idle)
         event.listen(sync_engine.pool, "checkout", _ping_if_idle)
     _owned.add(sync_engine)
@@ -195,6 +191,35 @@ def _sqlite_pragmas(dbapi_connection: Any, record: ConnectionPoolEntry) -> None:
         cursor.execute("PRAGMA synchronous = NORMAL")
     finally:
         cursor.close()
+
+
+def _postgres_connect(dbapi_connection: Any, record: ConnectionPoolEntry) -> None:
+    """A new psycopg connection: its prepared statements and its default isolation.
+
+    psycopg prepares a statement run 5 times on a connection as a named server-side
+    prepared statement. Behind a pooler that shares server connections between clients
+    (PgBouncer's ``pool_mode = transaction``) that statement would live on a server
+    connection other clients get next: a client could run another client's statement,
+    or fail. A pooler in between tells the client a backend process (its cancel key)
+    that is not the one running its statements: one that gives a client several
+    server connections cannot give it the key of one of them. So statements are
+    prepared only when ``pg_backend_pid()`` is the backend the connection was told
+    about (a direct connection); ``?prepare_threshold=N`` in the URL decides instead
+    (this hook is then not installed). The same query reads the default isolation
+    (see :func:`read_committed_wrapper`).
+    """
+    driver = getattr(dbapi_connection, "driver_connection", dbapi_connection)
+    cursor = dbapi_connection.cursor()
+    try:
+        cursor.execute("SELECT pg_backend_pid(), current_setting('default_transaction_isolation')")
+        pid, level = cursor.fetchone()
+    finally:
+        cursor.close()
+    if not driver.autocommit:
+        dbapi_connection.rollback()
+    if pid != driver.info.backend_pid:
+        driver.prepare_threshold = None
+    record.info[ISOLATION_INFO] = _wrapper_for(str(level))
 
 
 def _mark_idle(dbapi_connection: Any, record: ConnectionPoolEntry) -> None:
@@ -284,5 +309,8 @@ def read_committed_wrapper(dialect_name: str, cursor: Any) -> ReadCommitted | No
         return None
     cursor.execute("SHOW default_transaction_isolation")
     row = cursor.fetchone()
-    level = str(row[0]).lower() if row else _PG_LEVELS_LIKE_READ_COMMITTED[0]
-    return None if level in _PG_LEVELS_LIKE_READ_COMMITTED else _PG_READ_COMMITTED
+    return _wrapper_for(str(row[0]) if row else _PG_LEVELS_LIKE_READ_COMMITTED[0])
+
+
+def _wrapper_for(level: str) -> ReadCommitted | None:
+    return None if level.lower() in _PG_LEVELS_LIKE_READ_COMMITTED else _PG_READ_COMMITTED
