@@ -9,14 +9,13 @@ measurement: pairs/s and client CPU per pair (``time.process_time``, which the l
 other jobs on the machine disturbs less than wall time).
 
 On the read committed server each statement runs alone, as before the change; the
-only new work is one dict look-up per statement. "prepared" forces psycopg's
-automatic prepared statements back on (``prepare_threshold = 5``, its default, which
-joblocks's engines no longer use: unsafe behind a transaction-mode pooler), to show
-what they are worth. With ``--before-src DIR`` (a copy of an older ``src/``, e.g.
-``git archive <commit> src | tar -x -C DIR``) the same measurement runs with that
-code too, interleaved round by round, medians reported. On the serializable server
-each statement runs in ``BEGIN ISOLATION LEVEL READ COMMITTED`` … ``COMMIT``: two more
-round trips.
+only new work is one dict look-up per statement (and one query per new connection).
+"unprepared" turns psycopg's automatic prepared statements off, as joblocks's engines
+do on a connection through a pooler, to show what they are worth. With
+``--before-src DIR`` (a copy of an older ``src/``, e.g. ``git archive <commit> src |
+tar -x -C DIR``) the same measurement runs with that code too, interleaved round by
+round, medians reported. On the serializable server each statement runs in
+``BEGIN ISOLATION LEVEL READ COMMITTED`` … ``COMMIT``: two more round trips.
 """
 
 from __future__ import annotations
@@ -35,18 +34,18 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 
-def child(url: str, seconds: float, prepare_threshold: int | None) -> None:
+def child(url: str, seconds: float, unprepared: bool) -> None:
     """Measure in this process; print one JSON line."""
     from sqlalchemy import event
 
     import joblocks
 
     model = joblocks.JobLockModel(url, table_name="bench_isolation")
-    if prepare_threshold is not None:
+    if unprepared:  # as joblocks's engines do through a pooler
 
         @event.listens_for(model.engine, "connect")
-        def prepare(dbapi_connection: object, record: object) -> None:
-            dbapi_connection.prepare_threshold = prepare_threshold  # type: ignore[attr-defined]
+        def unprepare(dbapi_connection: object, record: object) -> None:
+            dbapi_connection.prepare_threshold = None  # type: ignore[attr-defined]
 
     key, holder = "bench-key", "bench-holder"
     for _ in range(200):  # warm-up: connect, create the table, first statements
@@ -64,12 +63,10 @@ def child(url: str, seconds: float, prepare_threshold: int | None) -> None:
     print(json.dumps({"pairs_per_s": pairs / wall, "cpu_us_per_pair": cpu / pairs * 1e6}))
 
 
-def measure(
-    url: str, seconds: float, src: Path | None, prepare_threshold: int | None
-) -> dict[str, float]:
+def measure(url: str, seconds: float, src: Path | None, unprepared: bool) -> dict[str, float]:
     env = dict(os.environ)
     env["PYTHONPATH"] = str(src if src is not None else ROOT / "src")
-    extra = [] if prepare_threshold is None else ["--prepare-threshold", str(prepare_threshold)]
+    extra = ["--unprepared"] if unprepared else []
     out = subprocess.run(
         [sys.executable, __file__, "--child", url, "--seconds", str(seconds), *extra],
         capture_output=True,
@@ -88,10 +85,10 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--before-src", type=Path, default=None)
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
-    parser.add_argument("--prepare-threshold", type=int, default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--unprepared", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        child(args.child, args.seconds, args.prepare_threshold)
+        child(args.child, args.seconds, args.unprepared)
         return
 
     from tests._servers import start_postgres
@@ -99,14 +96,14 @@ def main() -> None:
     base = Path(tempfile.mkdtemp(prefix="joblocks-bench-isolation-"))
     plain = start_postgres(base)
     strict = start_postgres(base, {"default_transaction_isolation": "serializable"})
-    # (name, url, src, prepare_threshold forced on the engine's connections or None)
-    variants: list[tuple[str, str, Path | None, int | None]] = [
-        ("read committed, this checkout", plain.url, None, None),
-        ("read committed, this checkout, prepared", plain.url, None, 5),
-        ("serializable, this checkout", strict.url, None, None),
+    # (name, url, src, prepared statements forced off)
+    variants: list[tuple[str, str, Path | None, bool]] = [
+        ("read committed, this checkout", plain.url, None, False),
+        ("read committed, unprepared (as via a pooler)", plain.url, None, True),
+        ("serializable, this checkout", strict.url, None, False),
     ]
     if args.before_src is not None:
-        variants[1:1] = [("read committed, --before-src", plain.url, args.before_src, None)]
+        variants[1:1] = [("read committed, --before-src", plain.url, args.before_src, False)]
     try:
         figures: dict[str, list[dict[str, float]]] = {v[0]: [] for v in variants}
         for _ in range(args.rounds):
@@ -117,12 +114,12 @@ def main() -> None:
         plain.stop()
     print(f"acquire+release pairs, one key, sync face; median of {args.rounds} rounds")
     print(f"load average: {', '.join(f'{x:.2f}' for x in os.getloadavg())}")
-    print(f"{'variant':<42} {'pairs/s':>9} {'CPU µs/pair':>12}  rounds (pairs/s)")
+    print(f"{'variant':<46} {'pairs/s':>9} {'CPU µs/pair':>12}  rounds (pairs/s)")
     for name, runs in figures.items():
         rate = statistics.median(r["pairs_per_s"] for r in runs)
         cpu = statistics.median(r["cpu_us_per_pair"] for r in runs)
         each = " ".join(f"{r['pairs_per_s']:.0f}" for r in runs)
-        print(f"{name:<42} {rate:>9,.0f} {cpu:>12.1f}  {each}")
+        print(f"{name:<46} {rate:>9,.0f} {cpu:>12.1f}  {each}")
 
 
 if __name__ == "__main__":

@@ -74,8 +74,8 @@ PREPARED_HINT = (
     'your own pass connect_args={"prepare_threshold": None}'
 )
 POOLER_FIX = (
-    "engines joblocks makes from a URL never use named prepared statements, so they "
-    "work through it; on an engine of your own pass "
+    "engines joblocks makes from a URL use no named prepared statements through it; "
+    "on an engine of your own pass "
     'create_engine(url, connect_args={"prepare_threshold": None}); session-level '
     "features (SET, session advisory locks, LISTEN, temporary tables, WITH HOLD "
     "cursors) cannot work through it. See docs/howto/poolers.md"
