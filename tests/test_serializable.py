@@ -11,6 +11,7 @@ now run in read committed whatever the default, also through a transaction poole
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -20,6 +21,7 @@ import pytest
 import sqlalchemy as sa
 
 import joblocks
+import joblocks.aio
 
 from . import _pooler_workers as workers
 from ._servers import Server
@@ -108,5 +110,74 @@ def test_contention_under_a_strict_default_isolation(
             assert s1 >= e0, f"runs overlapped by {(e0 - s1) / 1e6:.3f} ms"
             assert f1 > f0, f"token {f1} ran after token {f0}"
         assert parent.peek(key) is None
+    finally:
+        parent.dispose()
+
+
+def test_a_users_engine_rechecks_a_changed_row_instead_of_failing(
+    pg_serializable: Server, face: str, table_name: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """On an engine of the user's (no hook of joblocks's on it), a statement that waited
+    for another transaction's row lock re-checks the row once it commits, as under read
+    committed: no serialization failure, not even one joblocks retried by itself."""
+    import asyncio
+    import threading
+    import time
+
+    from sqlalchemy.ext.asyncio import create_async_engine
+
+    url = pg_serializable.url
+    key = f"waited-{uuid.uuid4().hex[:8]}"
+    parent = joblocks.JobLockModel(url, table_name=table_name)
+    outcome: list[Any] = []
+    try:
+        assert parent.acquire(key, 1, "old-holder")
+        time.sleep(0.05)  # expired: the next acquire takes it over
+
+        def take() -> None:
+            try:
+                if face == "sync":
+                    engine = sa.create_engine(url)
+                    model = joblocks.JobLockModel(engine, table_name=table_name)
+                    outcome.append(model.acquire_token(key, 30_000, "new-holder"))
+                    engine.dispose()
+                else:
+
+                    async def main() -> None:
+                        engine = create_async_engine(url)
+                        model = joblocks.aio.JobLockModel(engine, table_name=table_name)
+                        outcome.append(await model.acquire_token(key, 30_000, "new-holder"))
+                        await engine.dispose()
+
+                    asyncio.run(main())
+            except BaseException as exc:
+                outcome.append(exc)
+
+        dsn = url.replace("+psycopg", "")
+        with psycopg.connect(dsn) as blocker, psycopg.connect(dsn, autocommit=True) as watch:
+            # Another transaction changes the row and holds it ...
+            blocker.execute(f'UPDATE "{table_name}" SET holder = holder WHERE id = %s', (key,))
+            caplog.set_level(logging.DEBUG, logger="joblocks")
+            thread = threading.Thread(target=take)
+            thread.start()
+            # ... while joblocks's acquire waits for it (seen by the server) ...
+            deadline = time.monotonic() + 30
+            while not watch.execute(
+                "SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+                "AND datname = current_database()"
+            ).fetchone():
+                assert time.monotonic() < deadline, "the acquire never waited for the row"
+                assert thread.is_alive(), outcome
+                time.sleep(0.01)
+            blocker.commit()  # ... then commits.
+            thread.join(60)
+        assert not thread.is_alive()
+        assert len(outcome) == 1
+        assert isinstance(outcome[0], int), outcome
+        row = parent.peek(key)
+        assert row is not None
+        assert (row.holder, row.fence) == ("new-holder", outcome[0])
+        retried = [r.getMessage() for r in caplog.records if "retried" in r.getMessage()]
+        assert not retried
     finally:
         parent.dispose()
