@@ -3,7 +3,7 @@
 Through PgBouncer in transaction mode (reported, with what to set on an engine of your
 own), in session mode, on a serializable server, on a read-only database (a standby's
 hint, not "grant …"), and into a ``statement_timeout`` (a hint about the timeout, not
-"check that the server runs").
+"check that the server runs"); and into a MariaDB user's ``MAX_STATEMENT_TIME``.
 """
 
 from __future__ import annotations
@@ -153,3 +153,37 @@ def test_doctor_on_a_serializable_server_says_what_joblocks_does(
     assert "serializable" in isolation["detail"]
     assert "read committed" in isolation["detail"]
     assert checks(report)["probe"]["status"] == "ok"
+
+
+def test_doctor_into_a_mariadb_statement_timeout_names_the_timeout(
+    mariadb_server: Server, tmp_path: Path, table_name: str
+) -> None:
+    import pymysql  # type: ignore[import-untyped, unused-ignore]
+
+    user = f"jl_{uuid.uuid4().hex[:8]}"
+    root = pymysql.connect(
+        host="127.0.0.1", port=mariadb_server.port, user="root", database="joblocks_test"
+    )
+    try:
+        with root.cursor() as cur:
+            cur.execute(f"CREATE USER '{user}'@'127.0.0.1' WITH MAX_STATEMENT_TIME 0.3")
+            cur.execute(f"GRANT ALL PRIVILEGES ON joblocks_test.* TO '{user}'@'127.0.0.1'")
+        url = mariadb_server.url.replace("root@", f"{user}@")
+        assert joblocks_cli(tmp_path, url, table_name, "init").returncode == 0
+        # Another session holds every row (and the gap after them) of the table, so the
+        # probe's insert waits into the user's statement time limit.
+        root.begin()
+        with root.cursor() as cur:
+            cur.execute(f"SELECT * FROM `{table_name}` FOR UPDATE")
+        code, report, err = doctor(tmp_path, url, table_name)
+        root.rollback()
+        assert code == 1
+        assert "max_statement_time" in err
+        failed = [check for check in report["checks"] if check["status"] == "fail"]
+        assert failed, report
+        assert "max_statement_time" in failed[0]["fix"], failed[0]
+        assert "grant" not in failed[0]["fix"].lower()
+    finally:
+        with root.cursor() as cur:
+            cur.execute(f"DROP USER IF EXISTS '{user}'@'127.0.0.1'")
+        root.close()
