@@ -167,7 +167,8 @@ def create(url: URL, *, asynchronous: bool) -> Engine | AsyncEngine:
         event.listen(sync_engine, "connect", _sqlite_pragmas)
     else:
         if backend == "postgresql" and url.get_driver_name() == "psycopg":
-            event.listen(sync_engine, "connect", _postgres_connect)
+            chosen = "prepare_threshold" in url.query
+            event.listen(sync_engine, "connect", _postgres_chosen if chosen else _postgres_connect)
         event.listen(sync_engine.pool, "checkin", _mark_idle)
         event.listen(sync_engine.pool, "checkout", _ping_if_idle)
     _owned.add(sync_engine)
@@ -205,21 +206,36 @@ def _postgres_connect(dbapi_connection: Any, record: ConnectionPoolEntry) -> Non
     server connections cannot give it the key of one of them. So statements are
     prepared only when ``pg_backend_pid()`` is the backend the connection was told
     about (a direct connection); ``?prepare_threshold=N`` in the URL decides instead
-    (this hook is then not installed). The same query reads the default isolation
-    (see :func:`read_committed_wrapper`).
+    (:func:`_postgres_chosen`). The same query reads the default isolation (see
+    :func:`read_committed_wrapper`).
     """
-    driver = getattr(dbapi_connection, "driver_connection", dbapi_connection)
+    if _postgres_probe(dbapi_connection, record) != _driver(dbapi_connection).info.backend_pid:
+        _driver(dbapi_connection).prepare_threshold = None
+
+
+def _postgres_chosen(dbapi_connection: Any, record: ConnectionPoolEntry) -> None:
+    """A new psycopg connection whose ``prepare_threshold`` the URL sets: the default
+    isolation only."""
+    _postgres_probe(dbapi_connection, record)
+
+
+def _driver(dbapi_connection: Any) -> Any:
+    """psycopg's own connection (under SQLAlchemy's asyncio adapter, when there is one)."""
+    return getattr(dbapi_connection, "driver_connection", dbapi_connection)
+
+
+def _postgres_probe(dbapi_connection: Any, record: ConnectionPoolEntry) -> int:
+    """Keep the connection's default isolation in ``record.info``; its backend's pid."""
     cursor = dbapi_connection.cursor()
     try:
         cursor.execute("SELECT pg_backend_pid(), current_setting('default_transaction_isolation')")
         pid, level = cursor.fetchone()
     finally:
         cursor.close()
-    if not driver.autocommit:
+    if not _driver(dbapi_connection).autocommit:
         dbapi_connection.rollback()
-    if pid != driver.info.backend_pid:
-        driver.prepare_threshold = None
     record.info[ISOLATION_INFO] = _wrapper_for(str(level))
+    return int(pid)
 
 
 def _mark_idle(dbapi_connection: Any, record: ConnectionPoolEntry) -> None:
