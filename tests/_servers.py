@@ -46,6 +46,7 @@ __all__ = [
     "ServerStartError",
     "ServerUnavailable",
     "start_mariadb",
+    "start_pgbouncer",
     "start_postgres",
 ]
 
@@ -84,7 +85,7 @@ class Server:
     """A running (or killed) throwaway database server."""
 
     name: str
-    """``"postgres"`` or ``"mariadb"``."""
+    """``"postgres"``, ``"mariadb"`` or ``"pgbouncer"``."""
     port: int
     url: str
     """SQLAlchemy URL for the test database."""
@@ -188,10 +189,12 @@ def _stop_leftovers() -> None:
 # --------------------------------------------------------------- PostgreSQL
 
 
-def start_postgres(base_dir: Path) -> Server:
+def start_postgres(base_dir: Path, settings: dict[str, str] | None = None) -> Server:
     """Initialise and start a PostgreSQL server under ``base_dir``.
 
     URL: ``postgresql+psycopg://postgres@127.0.0.1:PORT/postgres`` (trust auth).
+    ``settings`` are extra server settings (``-c name=value``), e.g.
+    ``{"default_transaction_isolation": "serializable"}``.
     Raises ServerUnavailable if the binaries or psycopg are missing,
     ServerStartError if it fails to start.
     """
@@ -235,7 +238,7 @@ def start_postgres(base_dir: Path) -> Server:
             f"-D{data}",
             f"-p{port}",
             f"-k{sock}",
-            *(f"-c{name}={value}" for name, value in _PG_SETTINGS.items()),
+            *(f"-c{name}={value}" for name, value in {**_PG_SETTINGS, **(settings or {})}.items()),
         ],
         _user=user,
         _ready=_wait_postgres,
@@ -292,15 +295,81 @@ def _wait_postgres(server: Server) -> None:
     _poll_ready(server, attempt)
 
 
+# ---------------------------------------------------------------- PgBouncer
+
+
+def start_pgbouncer(base_dir: Path, postgres: Server, pool_mode: str, pool_size: int) -> Server:
+    """Start Debian's PgBouncer in front of ``postgres`` (a server of :func:`start_postgres`).
+
+    ``pool_mode`` is ``"transaction"`` or ``"session"``; every database/user pair gets
+    ``pool_size`` server connections, so clients really share them. URL: the
+    PostgreSQL URL with PgBouncer's port (trust auth). Raises ServerUnavailable if
+    the binary is missing, ServerStartError if it fails to start.
+    """
+    if pool_mode not in ("transaction", "session"):
+        raise ValueError(f"pool_mode must be 'transaction' or 'session', got {pool_mode!r}")
+    exe = _find_exe("pgbouncer")
+    if exe is None:
+        raise ServerUnavailable("pgbouncer not found on PATH or in /usr/sbin, /usr/bin")
+    _require_module("psycopg")
+    user = _server_user("postgres")
+    root, sock = _make_dirs(base_dir, f"pgbouncer-{pool_mode}", user)
+    config = root / "pgbouncer.ini"
+    users = root / "userlist.txt"
+    log = root / "server.log"  # its stderr: the server user need not write to it
+    port = _free_port()
+    users.write_text('"postgres" ""\n')
+    config.write_text(
+        "[databases]\n"
+        f"* = host=127.0.0.1 port={postgres.port}\n"
+        "[pgbouncer]\n"
+        "listen_addr = 127.0.0.1\n"
+        f"listen_port = {port}\n"
+        f"unix_socket_dir = {sock}\n"
+        "auth_type = trust\n"
+        f"auth_file = {users}\n"
+        "admin_users = postgres\n"
+        f"pool_mode = {pool_mode}\n"
+        f"default_pool_size = {pool_size}\n"
+        "min_pool_size = 0\n"
+        "reserve_pool_size = 0\n"
+        "max_client_conn = 1000\n"
+        "max_db_connections = 0\n"
+        "server_lifetime = 3600\n"
+        "query_wait_timeout = 60\n"
+        f"pidfile = {root / 'pgbouncer.pid'}\n"
+    )
+    if user is not None:
+        pw = pwd.getpwnam(user)
+        for path in (config, users):
+            os.chown(path, pw.pw_uid, pw.pw_gid)
+    server = Server(
+        name="pgbouncer",
+        port=port,
+        url=postgres.url.replace(f":{postgres.port}/", f":{port}/"),
+        data_dir=root,
+        log_file=log,
+        root_dir=root,
+        socket_dir=sock,
+        _argv=[str(exe), str(config)],
+        _user=user,
+        _ready=_wait_postgres,
+        _stop_signal=signal.SIGTERM,  # immediate shutdown (SIGINT waits for clients)
+    )
+    _first_start(server)
+    return server
+
+
 # ------------------------------------------------------------------ MariaDB
 
 
-def start_mariadb(base_dir: Path) -> Server:
+def start_mariadb(base_dir: Path, options: list[str] | None = None) -> Server:
     """Initialise and start a MariaDB server under ``base_dir``.
 
     URL: ``mysql+pymysql://root@127.0.0.1:PORT/joblocks_test``; root has no
-    password over TCP. Raises ServerUnavailable if the binaries or pymysql
-    are missing, ServerStartError if it fails to start.
+    password over TCP. ``options`` are extra server options, e.g.
+    ``["--transaction-isolation=SERIALIZABLE"]``. Raises ServerUnavailable if the
+    binaries or pymysql are missing, ServerStartError if it fails to start.
     """
     mariadbd = _find_exe("mariadbd", "mysqld")
     install_db = _find_exe("mariadb-install-db", "mysql_install_db")
@@ -358,6 +427,7 @@ def start_mariadb(base_dir: Path) -> Server:
             "--skip-innodb-doublewrite",
             "--default-time-zone=+00:00",
             *common,
+            *(options or []),
         ],
         _user=user,
         _ready=_wait_mariadb,
@@ -531,6 +601,12 @@ def _first_start(server: Server) -> None:
                 server.stop()
                 raise
         new = _free_port()
+        if server.name == "pgbouncer":  # the port is in its configuration file
+            config = Path(server._argv[-1])
+            text = config.read_text()
+            config.write_text(
+                text.replace(f"listen_port = {server.port}\n", f"listen_port = {new}\n")
+            )
         server._argv = [_swap_port(a, server.port, new) for a in server._argv]
         server.url = server.url.replace(f":{server.port}/", f":{new}/")
         server.port = new

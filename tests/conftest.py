@@ -24,7 +24,13 @@ import pytest
 import joblocks
 import joblocks.aio
 
-from ._servers import Server, ServerUnavailable, start_mariadb, start_postgres
+from ._servers import (
+    Server,
+    ServerUnavailable,
+    start_mariadb,
+    start_pgbouncer,
+    start_postgres,
+)
 
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 BACKENDS = ("sqlite", "postgresql", "mariadb")
@@ -33,6 +39,17 @@ PATHS = {
     "postgresql": ("upsert", "update_insert", "portable"),
     "mariadb": ("upsert", "portable"),
 }
+#: PostgreSQL as it is deployed, besides plain: through Debian's PgBouncer (in
+#: transaction and in session mode) in front of ``pg_server``, and a server whose
+#: default isolation is serializable. A test module that sets ``DEPLOYMENTS = True``
+#: runs for these backends too. Their server fixtures:
+DEPLOYMENT_BACKENDS = {
+    "pgbouncer-transaction": "pgbouncer_transaction",
+    "pgbouncer-session": "pgbouncer_session",
+    "postgresql-serializable": "pg_serializable",
+}
+for _deployed in DEPLOYMENT_BACKENDS:
+    PATHS[_deployed] = PATHS["postgresql"]
 
 
 def _server_or_skip(
@@ -94,9 +111,67 @@ def mariadb_server(request: pytest.FixtureRequest) -> Server:
     return _server_or_skip(request, "mariadb", start_mariadb)
 
 
+@pytest.fixture(scope="session")
+def pgbouncer_transaction(request: pytest.FixtureRequest, pg_server: Server) -> Server:
+    """PgBouncer in ``pool_mode = transaction`` in front of ``pg_server`` (2 server
+    connections shared by all clients)."""
+    return _server_or_skip(
+        request,
+        "pgbouncer-transaction",
+        lambda tmp: start_pgbouncer(tmp, pg_server, "transaction", pool_size=2),
+    )
+
+
+@pytest.fixture(scope="session")
+def pgbouncer_session(request: pytest.FixtureRequest, pg_server: Server) -> Server:
+    """PgBouncer in ``pool_mode = session`` in front of ``pg_server``: a client keeps its
+    server connection until it disconnects (then the next client gets it, reset), so
+    the pool has room for every client of a test at once (30)."""
+    return _server_or_skip(
+        request,
+        "pgbouncer-session",
+        lambda tmp: start_pgbouncer(tmp, pg_server, "session", pool_size=30),
+    )
+
+
+@pytest.fixture(scope="session")
+def pg_serializable(request: pytest.FixtureRequest) -> Server:
+    """A second throwaway PostgreSQL whose default isolation is serializable
+    (``default_transaction_isolation`` set on the server)."""
+    return _server_or_skip(
+        request,
+        "postgresql-serializable",
+        lambda tmp: start_postgres(tmp, {"default_transaction_isolation": "serializable"}),
+    )
+
+
+@pytest.fixture(scope="session")
+def mariadb_serializable(request: pytest.FixtureRequest) -> Server:
+    """A second throwaway MariaDB whose default isolation is serializable
+    (``--transaction-isolation=SERIALIZABLE``)."""
+    return _server_or_skip(
+        request,
+        "mariadb-serializable",
+        lambda tmp: start_mariadb(tmp, ["--transaction-isolation=SERIALIZABLE"]),
+    )
+
+
+@pytest.fixture(scope="session")
+def pgbouncer_serializable(request: pytest.FixtureRequest, pg_serializable: Server) -> Server:
+    """PgBouncer in transaction mode in front of ``pg_serializable``."""
+    return _server_or_skip(
+        request,
+        "pgbouncer-serializable",
+        lambda tmp: start_pgbouncer(tmp, pg_serializable, "transaction", pool_size=2),
+    )
+
+
 def url_for(request: pytest.FixtureRequest, backend: str, tmp_path: Path) -> str:
     if backend == "sqlite":
         return f"sqlite:///{tmp_path / 'locks.db'}"
+    if backend in DEPLOYMENT_BACKENDS:
+        deployed: Server = request.getfixturevalue(DEPLOYMENT_BACKENDS[backend])
+        return deployed.url
     fixture = "pg_server" if backend == "postgresql" else "mariadb_server"
     server: Server = request.getfixturevalue(fixture)
     return server.url
@@ -273,11 +348,14 @@ def _models(face: str, db_url: str, table_name: str) -> Iterator[Callable[..., A
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     # Tests that take ``acquire_path`` run for every (database, path) pair that exists.
+    backends = BACKENDS
+    if getattr(metafunc.module, "DEPLOYMENTS", False):
+        backends += tuple(DEPLOYMENT_BACKENDS)
     if "acquire_path" in metafunc.fixturenames:
-        pairs = [(b, p) for b in BACKENDS for p in PATHS[b]]
+        pairs = [(b, p) for b in backends for p in PATHS[b]]
         metafunc.parametrize(("backend", "acquire_path"), pairs, ids=[f"{b}-{p}" for b, p in pairs])
     elif "backend" in metafunc.fixturenames:
-        metafunc.parametrize("backend", BACKENDS)
+        metafunc.parametrize("backend", backends)
 
 
 @pytest.fixture

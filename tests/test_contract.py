@@ -12,6 +12,9 @@ import pytest
 import joblocks
 
 TTL = 30_000
+#: Also through PgBouncer in transaction and in session mode, and on a PostgreSQL whose
+#: default isolation is serializable (see tests/conftest.py).
+DEPLOYMENTS = True
 
 
 def test_acquire_free_key_writes_the_row(model: Any, key: str) -> None:

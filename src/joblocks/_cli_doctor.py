@@ -1,10 +1,23 @@
 """``joblocks doctor``: is the set-up usable, and if not, what to do about it.
 
 Checks, in order (a failed check skips those that depend on it): the URL, the
-connection and the server's version, the round trip, the clock difference between
-this machine and the database, the table's columns, the fencing counter, and a probe
-lock taken and released twice (tokens must grow). Only problems count for the exit
-code; warnings (a slow round trip, a skewed clock) are reported and exit 0.
+connection and the server's version, the round trip, on PostgreSQL a connection
+pooler in between and a default isolation other than read committed, the clock
+difference between this machine and the database, the table's columns, the fencing
+counter, and a probe lock taken and released twice (tokens must grow). Only problems
+count for the exit code; warnings (a slow round trip, a skewed clock, a
+transaction-mode pooler) are reported and exit 0.
+
+A pooler is recognised by what the server reports, not by its name: the backend
+process the client was told about when it connected (``BackendKeyData``) is not the
+one that runs its statements (``pg_backend_pid()``) when something in between holds
+the server connections; and when two client connections see the same backend, one
+after the other, server connections are shared between clients (transaction or
+statement pooling, e.g. PgBouncer's ``pool_mode = transaction``).
+
+Hints for failures are chosen by the error's SQLSTATE (PostgreSQL) or error number
+(MariaDB), not its message text: a read-only server, a timeout, missing privileges,
+a missing database, the connection itself.
 """
 
 from __future__ import annotations
@@ -40,6 +53,68 @@ SLOW_ROUND_TRIP_MS = 100.0
 #: A clock difference above this is worth a warning (ms).
 CLOCK_WARN_MS = 1_000.0
 REQUIRED_COLUMNS = ("id", "holder", "acquired_at", "expires_at", "fence")
+#: Rounds of the pooler test (two client connections, one after the other).
+POOLER_ROUNDS = 5
+
+CONNECT_HINT = "check that the server runs and accepts connections from here, and the URL"
+GRANT_HINT = "grant SELECT, INSERT, UPDATE, DELETE on the table (and USAGE on its sequence)"
+READ_ONLY_HINT = (
+    "the server is read-only (a standby/replica, or default_transaction_read_only or "
+    "read_only is on for the server, database or role): point --url at the primary"
+)
+TIMEOUT_HINT = (
+    "a statement ran into a timeout (statement_timeout or lock_timeout on PostgreSQL, "
+    "max_statement_time or innodb_lock_wait_timeout on MariaDB, set for the server, "
+    "database or role), or waited for a lock another session holds on the table: "
+    "raise the timeout for joblocks's role (e.g. ALTER ROLE ... SET statement_timeout "
+    "= '5s') and look for long transactions"
+)
+PREPARED_HINT = (
+    "named prepared statements ran through a transaction-mode pooler: remove "
+    "prepare_threshold from the URL (joblocks then never prepares), or on an engine of "
+    'your own pass connect_args={"prepare_threshold": None}'
+)
+POOLER_FIX = (
+    "engines joblocks makes from a URL use no named prepared statements through it; "
+    "on an engine of your own pass "
+    'create_engine(url, connect_args={"prepare_threshold": None}); session-level '
+    "features (SET, session advisory locks, LISTEN, temporary tables, WITH HOLD "
+    "cursors) cannot work through it. See docs/howto/poolers.md"
+)
+
+# PostgreSQL SQLSTATEs (by class or exact code) and MariaDB error numbers -> hint.
+_PG_HINTS = {
+    "25006": READ_ONLY_HINT,  # read_only_sql_transaction
+    "57014": TIMEOUT_HINT,  # query_canceled (statement_timeout)
+    "55P03": TIMEOUT_HINT,  # lock_not_available (lock_timeout)
+    "42501": GRANT_HINT,  # insufficient_privilege
+    "26000": PREPARED_HINT,  # invalid_sql_statement_name
+    "42P05": PREPARED_HINT,  # duplicate_prepared_statement
+    "3D000": "the database does not exist: create it, or fix the database name in the URL",
+    "53300": "the server has no connection slots left (max_connections): close idle "
+    "connections, or use a pooler",
+    "57P03": "the server is starting up, shutting down or in recovery: try again shortly",
+}
+_PG_CLASS_HINTS = {
+    "08": CONNECT_HINT,  # connection exception
+    "28": "the server refused the user or password: check them in the URL",
+}
+_MYSQL_HINTS = {
+    1290: READ_ONLY_HINT,  # ER_OPTION_PREVENTS_STATEMENT (--read-only)
+    1792: READ_ONLY_HINT,  # ER_CANT_EXECUTE_IN_READ_ONLY_TRANSACTION
+    1969: TIMEOUT_HINT,  # ER_STATEMENT_TIMEOUT (max_statement_time)
+    3024: TIMEOUT_HINT,  # ER_QUERY_TIMEOUT (MySQL max_execution_time)
+    1205: TIMEOUT_HINT,  # ER_LOCK_WAIT_TIMEOUT
+    1142: GRANT_HINT,  # ER_TABLEACCESS_DENIED_ERROR
+    1143: GRANT_HINT,  # ER_COLUMNACCESS_DENIED_ERROR
+    1044: GRANT_HINT,  # ER_DBACCESS_DENIED_ERROR
+    1045: "the server refused the user or password: check them in the URL",
+    1049: "the database does not exist: create it, or fix the database name in the URL",
+    1040: "the server has no connection slots left (max_connections)",
+    2003: CONNECT_HINT,  # CR_CONN_HOST_ERROR
+    2006: CONNECT_HINT,  # CR_SERVER_GONE_ERROR
+    2013: CONNECT_HINT,  # CR_SERVER_LOST
+}
 
 
 @dataclass
@@ -64,6 +139,9 @@ class Report:
     table: str | None = None
     server: str | None = None
     round_trip_ms: float | None = None
+    pooler: str | None = None
+    """PostgreSQL: ``"transaction"`` when a pooler shares server connections between
+    clients, ``"session"`` when one sits in between but does not, None without one."""
     clock_offset_ms: float | None = None
     checks: list[Check] = field(default_factory=list)
 
@@ -148,11 +226,13 @@ def _examine(args: argparse.Namespace, report: Report) -> None:
         model = JobLockModel(url, table_name=name, schema=schema, create_table=False)
     except (LockBackendError, ValueError, TypeError) as exc:
         detail = exc.detail if isinstance(exc, LockBackendError) else str(exc)
-        fix = backend_hint(detail).strip(" ()") or "check --url / JOBLOCKS_URL"
+        fix = _hint(exc, "check --url / JOBLOCKS_URL")
         report.add("connect", "fail", f"cannot use {report.database} ({detail})", fix)
         return
     try:
         if _connect(model, report):
+            _pooler(model, report)
+            _isolation(model, report)
             _clock(model, report)
             if _table(model, report):
                 _probe(model, report)
@@ -167,13 +247,7 @@ def _connect(model: JobLockModel, report: Report) -> bool:
     try:
         model.now_ms()
     except LockBackendError as exc:
-        return report.add(
-            "connect",
-            "fail",
-            f"cannot connect ({exc.detail})",
-            backend_hint(exc.detail).strip(" ()")
-            or "check that the server runs and accepts connections from here, and the URL",
-        )
+        return report.add("connect", "fail", f"cannot connect ({exc.detail})", _hint(exc))
     connect_ms = (time.perf_counter() - started) * 1000
     dialect = model.engine.dialect
     version = ".".join(str(part) for part in (dialect.server_version_info or ()))
@@ -308,7 +382,10 @@ def _table(model: JobLockModel, report: Report) -> bool:
             return report.add("fencing", "ok", f"sequence {sequence}")
     except LockBackendError as exc:
         return report.add(
-            "table", "fail", f"cannot inspect the table ({exc.detail})", "check permissions"
+            "table",
+            "fail",
+            f"cannot inspect the table ({exc.detail})",
+            _hint(exc, "check permissions"),
         )
 
 
@@ -333,7 +410,7 @@ def _probe(model: JobLockModel, report: Report) -> None:
             "probe",
             "fail",
             f"cannot take and release a lock ({exc.detail})",
-            "grant SELECT, INSERT, UPDATE, DELETE on the table (and USAGE on its sequence)",
+            _hint(exc, GRANT_HINT),
         )
         return
     finally:
@@ -350,3 +427,93 @@ def _probe(model: JobLockModel, report: Report) -> None:
     report.add(
         "probe", "ok", f"took and released a probe lock twice (tokens {tokens[0]} < {tokens[1]})"
     )
+
+
+def _pooler(model: JobLockModel, report: Report) -> None:
+    """PostgreSQL: is a connection pooler in between, and does it share server
+    connections between clients? (See the module docstring.)"""
+    from ._errors import LockBackendError, translate
+
+    if model.engine.dialect.name != "postgresql":
+        return
+    try:
+        with translate("look for a pooler", model.database):
+            between, shared = _pooler_seen(model.engine)
+    except LockBackendError as exc:
+        report.add("pooler", "warn", f"cannot tell whether a pooler is in between ({exc.detail})")
+        return
+    if shared:
+        report.pooler = "transaction"
+        report.add(
+            "pooler",
+            "warn",
+            "a connection pooler shares server connections between clients (transaction "
+            "or statement mode, e.g. PgBouncer's pool_mode = transaction)",
+            POOLER_FIX,
+        )
+    elif between:
+        report.pooler = "session"
+        report.add(
+            "pooler",
+            "ok",
+            "a connection pooler is in between, in session mode (each client keeps its "
+            "server connection): nothing to set",
+        )
+
+
+def _pooler_seen(engine: Any) -> tuple[bool, bool]:
+    """(something sits between client and server, server connections are shared)."""
+
+    def backend(conn: Any) -> int:
+        return int(conn.exec_driver_sql("SELECT pg_backend_pid()").scalar())
+
+    with engine.connect() as first, engine.connect() as second:
+        told = getattr(first.connection.driver_connection.info, "backend_pid", None)
+        seen = backend(first)
+        for _ in range(POOLER_ROUNDS):
+            # Autocommit: each statement is a transaction of its own, after which a
+            # transaction-mode pooler may give its server connection to the other
+            # client connection (PgBouncer gives the one released last).
+            if backend(second) == seen or backend(first) != seen:
+                return True, True
+            seen = backend(first)
+    return told is not None and told != seen, False
+
+
+def _isolation(model: JobLockModel, report: Report) -> None:
+    """PostgreSQL: say so when the default isolation is not read committed."""
+    from ._errors import LockBackendError, translate
+
+    if model.engine.dialect.name != "postgresql":
+        return
+    try:
+        with (
+            translate("read the default isolation", model.database),
+            model.engine.connect() as conn,
+        ):
+            level = str(conn.exec_driver_sql("SHOW default_transaction_isolation").scalar())
+    except LockBackendError as exc:
+        report.add("isolation", "warn", f"cannot read the default isolation ({exc.detail})")
+        return
+    if level.lower() not in ("read committed", "read uncommitted"):
+        report.add(
+            "isolation",
+            "ok",
+            f"default_transaction_isolation is {level}: joblocks runs each of its "
+            "statements in a read committed transaction of its own (two more round trips)",
+        )
+
+
+def _hint(exc: BaseException, default: str = CONNECT_HINT) -> str:
+    """The advice for a failure, chosen by the driver error's SQLSTATE or error number."""
+    orig = getattr(exc.__cause__, "orig", None) or exc.__cause__
+    sqlstate = getattr(orig, "sqlstate", None)
+    if isinstance(sqlstate, str) and sqlstate:
+        hint = _PG_HINTS.get(sqlstate) or _PG_CLASS_HINTS.get(sqlstate[:2])
+        if hint is not None:
+            return hint
+    args = getattr(orig, "args", ())
+    if args and isinstance(args[0], int) and args[0] in _MYSQL_HINTS:
+        return _MYSQL_HINTS[args[0]]
+    detail = getattr(exc, "detail", None) or str(exc)
+    return backend_hint(detail).strip(" ()") or default

@@ -3,7 +3,9 @@
 The library never joins a caller's transaction: every operation runs on its own
 connection in autocommit mode. Engines the library creates itself are tuned for short
 single statements (no reset round trip on check-in, a ping only after a connection
-sat idle, bounded connect and read timeouts) and are made fresh in forked children.
+sat idle, bounded connect and read timeouts, and on PostgreSQL named server-side
+prepared statements only on a direct connection, never through a pooler such as
+PgBouncer in transaction mode) and are made fresh in forked children.
 """
 
 from __future__ import annotations
@@ -307,6 +309,9 @@ def create(url: URL, *, asynchronous: bool, timeout_ms: int | None = None) -> En
     if backend == "sqlite":
         event.listen(sync_engine, "connect", _sqlite_pragmas)
     else:
+        if backend == "postgresql" and url.get_driver_name() == "psycopg":
+            chosen = "prepare_threshold" in url.query
+            event.listen(sync_engine, "connect", _postgres_chosen if chosen else _postgres_connect)
         event.listen(sync_engine.pool, "checkin", _mark_idle)
         event.listen(sync_engine.pool, "checkout", _ping_if_idle)
     _owned.add(sync_engine)
@@ -385,6 +390,50 @@ def _sqlite_pragmas(dbapi_connection: Any, record: ConnectionPoolEntry) -> None:
         cursor.execute("PRAGMA synchronous = NORMAL")
     finally:
         cursor.close()
+
+
+def _postgres_connect(dbapi_connection: Any, record: ConnectionPoolEntry) -> None:
+    """A new psycopg connection: its prepared statements and its default isolation.
+
+    psycopg prepares a statement run 5 times on a connection as a named server-side
+    prepared statement. Behind a pooler that shares server connections between clients
+    (PgBouncer's ``pool_mode = transaction``) that statement would live on a server
+    connection other clients get next: a client could run another client's statement,
+    or fail. A pooler in between tells the client a backend process (its cancel key)
+    that is not the one running its statements: one that gives a client several
+    server connections cannot give it the key of one of them. So statements are
+    prepared only when ``pg_backend_pid()`` is the backend the connection was told
+    about (a direct connection); ``?prepare_threshold=N`` in the URL decides instead
+    (:func:`_postgres_chosen`). The same query reads the default isolation (see
+    :func:`read_committed_wrapper`).
+    """
+    if _postgres_probe(dbapi_connection, record) != _driver(dbapi_connection).info.backend_pid:
+        _driver(dbapi_connection).prepare_threshold = None
+
+
+def _postgres_chosen(dbapi_connection: Any, record: ConnectionPoolEntry) -> None:
+    """A new psycopg connection whose ``prepare_threshold`` the URL sets: the default
+    isolation only."""
+    _postgres_probe(dbapi_connection, record)
+
+
+def _driver(dbapi_connection: Any) -> Any:
+    """psycopg's own connection (under SQLAlchemy's asyncio adapter, when there is one)."""
+    return getattr(dbapi_connection, "driver_connection", dbapi_connection)
+
+
+def _postgres_probe(dbapi_connection: Any, record: ConnectionPoolEntry) -> int:
+    """Keep the connection's default isolation in ``record.info``; its backend's pid."""
+    cursor = dbapi_connection.cursor()
+    try:
+        cursor.execute("SELECT pg_backend_pid(), current_setting('default_transaction_isolation')")
+        pid, level = cursor.fetchone()
+    finally:
+        cursor.close()
+    if not _driver(dbapi_connection).autocommit:
+        dbapi_connection.rollback()
+    record.info[ISOLATION_INFO] = _wrapper_for(str(level))
+    return int(pid)
 
 
 def _mark_idle(dbapi_connection: Any, record: ConnectionPoolEntry) -> None:
@@ -544,3 +593,48 @@ def tune_user_sqlite(conn: Connection) -> None:
             where,
             SQLITE_BUSY_TIMEOUT_MS,
         )
+
+
+# ------------------------------------------------ the isolation joblocks's statements need
+
+#: Key in a pooled connection's ``info`` (kept for the life of the driver connection):
+#: how joblocks's statements run on it (see :func:`read_committed_wrapper`).
+ISOLATION_INFO = "joblocks_read_committed"
+
+
+class ReadCommitted(NamedTuple):
+    """The statements that run one of joblocks's statements in a read committed
+    transaction of its own."""
+
+    begin: str
+    commit: str
+    rollback: str
+
+
+_PG_READ_COMMITTED = ReadCommitted("BEGIN ISOLATION LEVEL READ COMMITTED", "COMMIT", "ROLLBACK")
+_PG_LEVELS_LIKE_READ_COMMITTED = ("read committed", "read uncommitted")
+
+
+def read_committed_wrapper(dialect_name: str, cursor: Any) -> ReadCommitted | None:
+    """How joblocks's statements must run on one connection; asked once per connection.
+
+    The statements are written for read committed: a conditional write that meets a
+    row another transaction just changed waits for it and re-checks its condition on
+    the new row. Under repeatable read or serializable PostgreSQL raises a
+    serialization failure instead. None when the connection's default isolation is
+    read committed already (the usual case: each statement runs alone in autocommit
+    mode, one round trip). Otherwise (``default_transaction_isolation`` set for the
+    server, the database or the role) each statement runs in a read committed
+    transaction of its own: a ``SET`` for the session would not do through a
+    transaction-mode pooler, where the next transaction may run on another server
+    connection.
+    """
+    if dialect_name != "postgresql":
+        return None
+    cursor.execute("SHOW default_transaction_isolation")
+    row = cursor.fetchone()
+    return _wrapper_for(str(row[0]) if row else _PG_LEVELS_LIKE_READ_COMMITTED[0])
+
+
+def _wrapper_for(level: str) -> ReadCommitted | None:
+    return None if level.lower() in _PG_LEVELS_LIKE_READ_COMMITTED else _PG_READ_COMMITTED

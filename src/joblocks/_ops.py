@@ -16,6 +16,7 @@ from typing import Any, Literal, NamedTuple
 from sqlalchemy import Connection
 from sqlalchemy import exc as sa_exc
 
+from ._engines import ISOLATION_INFO, ReadCommitted, read_committed_wrapper
 from ._records import JobLock
 from ._statements import AcquireStep, Prepared, Statements
 
@@ -48,15 +49,24 @@ def execute(conn: Connection, stmt: Prepared, values: Mapping[str, Any]) -> _Res
     """Send one prepared statement on the connection's driver connection.
 
     The thinnest path SQLAlchemy allows: no compilation, no result wrapping, no
-    SQLAlchemy-level transaction (the connection is in autocommit mode). Driver errors
+    SQLAlchemy-level transaction (the connection is in autocommit mode; on a
+    PostgreSQL connection whose default isolation is not read committed, the
+    statement gets a read committed transaction of its own). Driver errors
     are wrapped exactly as SQLAlchemy would (``IntegrityError``, ``OperationalError``,
     ...), and a lost connection is invalidated so the pool replaces it.
     """
-    dbapi_connection = conn.connection.dbapi_connection
+    fairy = conn.connection
+    dbapi_connection = fairy.dbapi_connection
     assert dbapi_connection is not None  # noqa: S101 - checked out by the caller
     params = stmt.params(values)
     cursor = dbapi_connection.cursor()
     try:
+        info = fairy.info
+        wrapper = info.get(ISOLATION_INFO, False)
+        if wrapper is False:
+            wrapper = info[ISOLATION_INFO] = read_committed_wrapper(conn.dialect.name, cursor)
+        if wrapper is not None:
+            return _in_read_committed(cursor, wrapper, stmt.sql, params)
         cursor.execute(stmt.sql, params)
         rows = cursor.fetchall() if cursor.description else []
         return _Result(list(rows), cursor.rowcount, getattr(cursor, "lastrowid", None))
@@ -86,6 +96,22 @@ def execute(conn: Connection, stmt: Prepared, values: Mapping[str, Any]) -> _Res
     finally:
         with contextlib.suppress(Exception):
             cursor.close()
+
+
+def _in_read_committed(cursor: Any, wrapper: ReadCommitted, sql: str, params: Any) -> _Result:
+    """Run one statement in a read committed transaction of its own (a connection whose
+    default isolation is stricter, see ``_engines.read_committed_wrapper``)."""
+    cursor.execute(wrapper.begin)
+    try:
+        cursor.execute(sql, params)
+        rows = cursor.fetchall() if cursor.description else []
+        result = _Result(list(rows), cursor.rowcount, getattr(cursor, "lastrowid", None))
+        cursor.execute(wrapper.commit)
+    except Exception:
+        with contextlib.suppress(Exception):
+            cursor.execute(wrapper.rollback)
+        raise
+    return result
 
 
 def _run_step(
