@@ -10,8 +10,9 @@ import json
 import math
 import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from datetime import datetime, timezone
+from itertools import islice
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -148,15 +149,69 @@ def lock_row(lock: JobLock) -> list[str]:
 
 def table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     """Columns aligned with two spaces; the last column is not padded."""
-    widths = [len(h) for h in header]
+    widths = _widths([len(h) for h in header], rows)
+    return "\n".join(_line(row, widths) for row in [list(header), *rows])
+
+
+def _widths(widths: list[int], rows: Sequence[Sequence[str]]) -> list[int]:
     for row in rows:
         for i, cell in enumerate(row):
             widths[i] = max(widths[i], len(cell))
-    lines = []
-    for row in [list(header), *rows]:
-        cells = [cell.ljust(widths[i]) for i, cell in enumerate(row[:-1])]
-        lines.append("  ".join([*cells, row[-1]]).rstrip())
-    return "\n".join(lines)
+    return widths
+
+
+def _line(row: Sequence[str], widths: Sequence[int]) -> str:
+    cells = [cell.ljust(widths[i]) for i, cell in enumerate(row[:-1])]
+    return "  ".join([*cells, row[-1]]).rstrip()
+
+
+#: Rows the CLI reads and prints per page (``list``): what it holds in memory at once.
+PAGE_ROWS = 1_000
+
+
+def stream_table(
+    header: Sequence[str], rows: Iterable[Sequence[str]], page: int = PAGE_ROWS
+) -> int:
+    """Print :func:`table` page by page, holding one page at a time; the rows printed.
+
+    Columns are as wide as the header and the first page need (so a table of up to
+    ``page`` rows is exactly :func:`table`'s); a later page whose cells are wider
+    widens them from there on. Nothing (not even the header) is printed without rows.
+    """
+    source = iter(rows)
+    widths: list[int] | None = None
+    shown = 0
+    while True:
+        chunk = list(islice(source, page))
+        if not chunk:
+            return shown
+        lines = []
+        if widths is None:
+            widths = [len(h) for h in header]
+            _widths(widths, chunk)
+            lines.append(_line(header, widths))
+        else:
+            _widths(widths, chunk)
+        lines.extend(_line(row, widths) for row in chunk)
+        out("\n".join(lines))
+        sys.stdout.flush()
+        shown += len(chunk)
+
+
+def stream_json_array(values: Iterable[Any], flush_every: int = PAGE_ROWS) -> int:
+    """Print a JSON array of ``values`` as it goes, exactly as ``out(dump_json(list))``
+    would; the number of values. One value is held at a time."""
+    shown = 0
+    write = sys.stdout.write
+    for value in values:
+        # JSON escapes newlines inside strings: every "\n" here is between tokens.
+        write(("[\n  " if shown == 0 else ",\n  ") + dump_json(value).replace("\n", "\n  "))
+        shown += 1
+        if shown % flush_every == 0:
+            sys.stdout.flush()
+    write("[]\n" if shown == 0 else "\n]\n")
+    sys.stdout.flush()
+    return shown
 
 
 def fields(pairs: Sequence[tuple[str, str]]) -> str:

@@ -195,6 +195,60 @@ def list_locks(conn: Connection, st: Statements, state: State = "all") -> list[J
     return [JobLock.from_row(row) for row in execute(conn, stmt, {}).rows]
 
 
+def list_page(
+    conn: Connection, st: Statements, state: State, after: str, limit: int
+) -> list[JobLock]:
+    """Up to ``limit`` rows in ``state`` whose key sorts after ``after``, ordered by key.
+
+    One page of the faces' ``iter_locks``: ``after=""`` starts at the first key (keys are
+    never empty).
+    """
+    stmt = {"all": st.page_all, "live": st.page_live, "expired": st.page_expired}[state]
+    rows = execute(conn, stmt, {"after": after, "n": limit}).rows
+    return [JobLock.from_row(row) for row in rows]
+
+
+def next_after(page: list[JobLock], limit: int) -> str | None:
+    """Where the page after ``page`` starts, or None when ``page`` was the last one."""
+    return page[-1].key if len(page) >= limit else None
+
+
+def prune_batch(conn: Connection, st: Statements, expired_for_ms: int, limit: int) -> int:
+    """Delete at most ``limit`` rows expired for at least ``expired_for_ms`` (db time).
+
+    One statement, so one short transaction: on SQLite the write lock is held for one
+    batch only. Returns how many rows it deleted.
+    """
+    values = {"age": expired_for_ms, "n": limit}
+    return max(0, execute(conn, st.prune_batch, values).rowcount)
+
+
+def count_prunable(conn: Connection, st: Statements, expired_for_ms: int) -> int:
+    """How many rows :func:`prune_batch` would delete in all (``prune(dry_run=True)``)."""
+    return int(execute(conn, st.prune_count, {"age": expired_for_ms}).scalar())
+
+
+#: Rows a prune deletes per statement unless told otherwise.
+PRUNE_BATCH = 1_000
+#: Rows an ``iter_locks`` page holds unless told otherwise.
+PAGE_SIZE = 1_000
+
+
+def prune_pause_s(family: str, batch_s: float) -> float:
+    """Seconds a prune waits between two batches that took ``batch_s`` seconds.
+
+    SQLite has one writer at a time: another process's ``release`` or ``acquire``
+    waits for the write lock in its busy handler, which looks again only every few
+    milliseconds (up to 100 ms apart). Back-to-back batches would leave it gaps too
+    short to get in, so the prune yields for as long as its batch took (at least 2 ms,
+    at most 100 ms): it holds the lock at most about half the time. Server databases
+    lock rows, not the table: no pause.
+    """
+    if family != "sqlite":
+        return 0.0
+    return min(0.1, max(0.002, batch_s))
+
+
 def count(conn: Connection, st: Statements, state: State = "all") -> int:
     """How many rows are in ``state``."""
     stmt = {"all": st.count_all, "live": st.count_live, "expired": st.count_expired}[state]

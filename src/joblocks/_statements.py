@@ -99,6 +99,13 @@ class Statements:
     update_ttl: Prepared
     delete: Prepared
     now: Prepared
+    # Keyset pages of the rows (``id > :after ORDER BY id LIMIT :n``), by state.
+    page_all: Prepared
+    page_live: Prepared
+    page_expired: Prepared
+    # One batch of ``prune``: at most :n rows expired for at least :age ms.
+    prune_batch: Prepared
+    prune_count: Prepared
 
 
 def _prepare(dialect: Dialect, sql: str) -> Prepared:
@@ -311,4 +318,37 @@ def build(dialect: Dialect, table: Table, path: AcquirePath | None = None) -> St
         update_ttl=p(f"UPDATE {t} SET expires_at = {now} + :ttl WHERE id = :key"),
         delete=p(f"DELETE FROM {t} WHERE id = :key"),
         now=p(f"SELECT {now}"),
+        **_paging(p, family, t, row, live, expired, now),
     )
+
+
+def _paging(
+    p: Any, family: str, t: str, row: str, live: str, expired: str, now: str
+) -> dict[str, Prepared]:
+    """The statements of ``iter_locks`` and ``prune``.
+
+    Pages are keyset pages: each starts after the last key of the one before, so a page
+    costs the same however deep into the table it is, and no page holds a lock or a
+    cursor open between calls. A prune batch deletes at most ``:n`` rows in one
+    statement (its own short transaction). Where the rows are chosen in a subquery the
+    outer ``WHERE`` repeats the condition: PostgreSQL re-checks that one against a row
+    changed meanwhile (a key re-acquired between the subquery and the delete is kept);
+    MySQL/MariaDB cannot ``LIMIT`` an ``IN`` subquery, so there the ``DELETE`` itself
+    is ordered and limited.
+    """
+    prunable = f"expires_at <= {now} - :age"
+    page = f"SELECT {row} FROM {t} WHERE id > :after{{cond}} ORDER BY id LIMIT :n"
+    if family == "mysql":
+        prune = f"DELETE FROM {t} WHERE {prunable} ORDER BY id LIMIT :n"
+    else:
+        prune = (
+            f"DELETE FROM {t} WHERE id IN (SELECT id FROM {t} WHERE {prunable} "
+            f"ORDER BY id LIMIT :n) AND {prunable}"
+        )
+    return {
+        "page_all": p(page.format(cond="")),
+        "page_live": p(page.format(cond=f" AND {live}")),
+        "page_expired": p(page.format(cond=f" AND {expired}")),
+        "prune_batch": p(prune),
+        "prune_count": p(f"SELECT COUNT(*) FROM {t} WHERE {prunable}"),
+    }
