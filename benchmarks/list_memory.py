@@ -19,8 +19,9 @@ measured in a fresh child process, so peaks do not carry over:
     today's ``python -m joblocks list --all --json`` and the text table, stdout to
     /dev/null.
 
-Peak RSS is the child's ``ru_maxrss`` (``os.wait4``); the tracemalloc peak is that of
-Python allocations in a second run of the API children (tracemalloc slows them down).
+Peak RSS is the child's maximum resident set size (``/usr/bin/time -f %M``); the
+tracemalloc peak is that of Python allocations during the listing, in a second run of
+the API children (tracemalloc slows them down).
 
 Prune (SQLite, unless ``--no-prune``): the same N-row table is pruned by one
 ``DELETE … WHERE expires_at <= now`` (what ``joblocks prune`` did) and by
@@ -85,21 +86,34 @@ print(json.dumps({{"n": n, "seconds": seconds, "traced": peak}}))
 """
 
 
+TIME = shutil.which("time", path="/usr/bin:/bin")
+
+
 def run_child(argv: list[str], env: dict[str, str] | None = None) -> tuple[str, float, int]:
-    """Run ``argv``; its stdout, wall seconds and peak RSS in bytes (Linux: KiB * 1024)."""
-    started = time.perf_counter()
-    with tempfile.TemporaryFile() as out:
-        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.PIPE, env=env)
-        _pid, status, usage = os.wait4(proc.pid, 0)
-        proc.returncode = os.waitstatus_to_exitcode(status)
-        seconds = time.perf_counter() - started
-        assert proc.stderr is not None
-        err = proc.stderr.read().decode(errors="replace")
-        proc.stderr.close()
-        if proc.returncode != 0:
-            raise RuntimeError(f"{argv[:4]} exited with {proc.returncode}: {err[-2000:]}")
-        out.seek(0)
-        return out.read().decode(), seconds, usage.ru_maxrss * 1024
+    """Run ``argv``; its stdout, wall seconds and peak RSS in bytes.
+
+    Under ``/usr/bin/time`` when there is one: Linux counts the resident size a child
+    had before ``exec`` (a copy of its parent's) in its ``ru_maxrss``, so the child is
+    started by ``time``, a small process, rather than by this one.
+    """
+    with tempfile.TemporaryDirectory() as tmp:
+        report = Path(tmp) / "rss"
+        if TIME:
+            argv = [TIME, "-f", "%M", "-o", str(report), *argv]
+        started = time.perf_counter()
+        with (Path(tmp) / "out").open("w+b") as out:
+            proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.PIPE, env=env)
+            _pid, status, usage = os.wait4(proc.pid, 0)
+            proc.returncode = os.waitstatus_to_exitcode(status)
+            seconds = time.perf_counter() - started
+            assert proc.stderr is not None
+            err = proc.stderr.read().decode(errors="replace")
+            proc.stderr.close()
+            if proc.returncode != 0:
+                raise RuntimeError(f"{argv[:6]} exited with {proc.returncode}: {err[-2000:]}")
+            kib = int(report.read_text().split()[-1]) if TIME else usage.ru_maxrss
+            out.seek(0)
+            return out.read().decode(), seconds, kib * 1024
 
 
 def fill(url: str, table: str, n: int) -> None:
