@@ -188,10 +188,12 @@ def _stop_leftovers() -> None:
 # --------------------------------------------------------------- PostgreSQL
 
 
-def start_postgres(base_dir: Path) -> Server:
+def start_postgres(base_dir: Path, settings: dict[str, str] | None = None) -> Server:
     """Initialise and start a PostgreSQL server under ``base_dir``.
 
     URL: ``postgresql+psycopg://postgres@127.0.0.1:PORT/postgres`` (trust auth).
+    ``settings`` (``{"max_connections": "12"}``) are passed as ``-c`` options, over
+    the defaults of the test servers.
     Raises ServerUnavailable if the binaries or psycopg are missing,
     ServerStartError if it fails to start.
     """
@@ -235,7 +237,7 @@ def start_postgres(base_dir: Path) -> Server:
             f"-D{data}",
             f"-p{port}",
             f"-k{sock}",
-            *(f"-c{name}={value}" for name, value in _PG_SETTINGS.items()),
+            *(f"-c{name}={value}" for name, value in {**_PG_SETTINGS, **(settings or {})}.items()),
         ],
         _user=user,
         _ready=_wait_postgres,

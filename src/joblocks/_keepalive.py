@@ -13,15 +13,37 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import random
 import threading
 import time
 import weakref
 from typing import TYPE_CHECKING, Any
 
 from . import _identity
+from ._backoff import delay_ms
 
 if TYPE_CHECKING:
     from ._lease import Lease, LeaseBase
+
+
+#: A failed renewal is tried again after at least this long (seconds).
+RETRY_MIN_S = 0.01
+
+
+def renewal_retry_s(failures: int, remaining_s: float) -> float:
+    """Seconds until a renewal that failed ``failures`` times in a row is tried again.
+
+    A renewal fails without telling anything about the lease when it cannot reach the
+    database: the server refuses a connection (``too many connections``, ``remaining
+    connection slots are reserved``), the pool has none, the network is down. The lease
+    still holds until its deadline, so the renewer keeps trying until then: capped
+    exponential backoff with full jitter (:func:`joblocks._backoff.delay_ms`: up to 25
+    ms, doubling to 1 s), never later than half the time left, so tries keep coming as
+    the deadline nears. The lease is declared lost only when it runs out, or when a
+    renewal reaches the database and finds the row gone or another holder's.
+    """
+    jitter = random.random()  # noqa: S311 - jitter, not crypto
+    return max(RETRY_MIN_S, delay_ms(failures, remaining_s * 500.0, jitter) / 1000.0)
 
 
 def _alive(refs: Any) -> list[Any]:
