@@ -7,6 +7,7 @@ cheap; the lock library is imported by the commands that need it.
 from __future__ import annotations
 
 import json
+import json.encoder
 import math
 import re
 import sys
@@ -22,6 +23,8 @@ if TYPE_CHECKING:
 UNITS_MS = {"ms": 1, "s": 1_000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
 #: Longest duration accepted (the library's limit): 366 days.
 MAX_DURATION_MS = 366 * 86_400_000
+
+_encode_string = json.encoder.encode_basestring  # ensure_ascii=False: UTF-8 kept
 
 _PART = re.compile(r"(\d+(?:\.\d+)?|\.\d+)(ms|s|m|h|d)")
 _EXAMPLES = "e.g. 500ms, 30s, 5m, 2h, 1d, 1h30m, or plain milliseconds"
@@ -198,20 +201,41 @@ def stream_table(
         shown += len(chunk)
 
 
-def stream_json_array(values: Iterable[Any], flush_every: int = PAGE_ROWS) -> int:
+def stream_json_array(values: Iterable[Any], page: int = PAGE_ROWS) -> int:
     """Print a JSON array of ``values`` as it goes, exactly as ``out(dump_json(list))``
-    would; the number of values. One value is held at a time."""
+    would; the number of values. One page of values is held at a time."""
     shown = 0
-    write = sys.stdout.write
-    for value in values:
-        # JSON escapes newlines inside strings: every "\n" here is between tokens.
-        write(("[\n  " if shown == 0 else ",\n  ") + dump_json(value).replace("\n", "\n  "))
-        shown += 1
-        if shown % flush_every == 0:
-            sys.stdout.flush()
-    write("[]\n" if shown == 0 else "\n]\n")
+    source = iter(values)
+    while True:
+        chunk = [_element(value) for value in islice(source, page)]
+        if not chunk:
+            break
+        sys.stdout.write(("[\n  " if shown == 0 else ",\n  ") + ",\n  ".join(chunk))
+        sys.stdout.flush()
+        shown += len(chunk)
+    sys.stdout.write("[]\n" if shown == 0 else "\n]\n")
     sys.stdout.flush()
     return shown
+
+
+def _element(value: Any) -> str:
+    """``dump_json(value)`` indented as an element of an array (two more spaces)."""
+    if isinstance(value, dict) and value:
+        # A flat object of strings and integers (a lock): written out directly, as
+        # json.dumps(indent=2) would, which runs its pure-Python encoder when indenting.
+        parts = []
+        for name, item in value.items():
+            if isinstance(item, str):
+                text = _encode_string(item)
+            elif isinstance(item, int) and not isinstance(item, bool):
+                text = int.__repr__(item)
+            else:
+                break
+            parts.append(f"    {_encode_string(name)}: {text}")
+        else:
+            return "{\n" + ",\n".join(parts) + "\n  }"
+    # JSON escapes newlines inside strings: every "\n" here is between tokens.
+    return dump_json(value).replace("\n", "\n  ")
 
 
 def fields(pairs: Sequence[tuple[str, str]]) -> str:
