@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 import joblocks
+from joblocks._cli_format import printable
 
 from .conftest import run_on
 from .test_prune import HOUR, fill
@@ -131,6 +132,8 @@ def test_cli_list_prints_more_than_a_page(
     now = model.now_ms()
     rows = [(f"job-{i:05d}", now, now + HOUR if i % 4 else now - HOUR) for i in range(2500)]
     rows.append(("z" + "w" * 40, now, now + HOUR))  # on the third page, wider than all
+    # JSON escapes: quotes, backslashes, control characters, non-ASCII (kept as UTF-8).
+    rows += [(k, now, now + HOUR) for k in ('job-"q"\\b', "job-\t\x01", "job-ü\u2028é")]
     fill(db_url, table_name, rows)
     every = _cli(db_url, table_name, "list", "--all", "--json", tmp_path=tmp_path)
     assert every.returncode == 0, every.stderr
@@ -143,9 +146,9 @@ def test_cli_list_prints_more_than_a_page(
 
     text = _cli(db_url, table_name, "list", "--all", tmp_path=tmp_path)
     assert text.returncode == 0, text.stderr
-    header, *lines = text.stdout.splitlines()
+    header, *lines = text.stdout.split("\n")[:-1]
     assert len(lines) == len(rows)
-    assert [line.split()[0] for line in lines] == [r["key"] for r in listed]
+    assert [line.split()[0] for line in lines] == [printable(r["key"]) for r in listed]
     for line in lines[:1000]:  # the first page: aligned with the header
         assert line.index(line.split()[1]) == header.index("HOLDER")
 
