@@ -55,7 +55,7 @@ def test_prune_deletes_expired_rows_in_batches(
 
     assert model.prune(timedelta(days=1), dry_run=True) == 11
     assert model.count() == 18
-    assert model.prune(DAY, batch_size=3) == 11  # four batches and an empty one
+    assert model.prune(DAY, batch_size=3) == 11  # three batches of 3, then the last 2
     assert {lock.key for lock in model.list()} == {k for k, _, _ in recent + live}
     assert model.prune(DAY) == 0
     assert model.prune(dry_run=True) == 3  # expired_for=0: every expired row

@@ -17,6 +17,7 @@ from sqlalchemy import Connection
 from sqlalchemy import exc as sa_exc
 
 from ._records import JobLock
+from ._schema import decode_text
 from ._statements import AcquireStep, Prepared, Statements
 
 State = Literal["all", "live", "expired"]
@@ -213,18 +214,27 @@ def next_after(page: list[JobLock], limit: int) -> str | None:
     return page[-1].key if len(page) >= limit else None
 
 
-def prune_batch(conn: Connection, st: Statements, expired_for_ms: int, limit: int) -> int:
-    """Delete at most ``limit`` rows expired for at least ``expired_for_ms`` (db time).
+def prune_batch(
+    conn: Connection, st: Statements, expired_for_ms: int, limit: int, after: str
+) -> tuple[int, str | None]:
+    """Delete the next ``limit`` rows after key ``after`` that expired at least
+    ``expired_for_ms`` ago (db time): (rows deleted, the key to go on after, or None
+    when this was the last batch). Start with ``after=""`` (keys are never empty).
 
-    One statement, so one short transaction: on SQLite the write lock is held for one
-    batch only. Returns how many rows it deleted.
+    One read finds the batch's last key, one ``DELETE`` of that key range removes it:
+    one short transaction, so on SQLite the write lock is held for one batch only.
     """
-    values = {"age": expired_for_ms, "n": limit}
-    return max(0, execute(conn, st.prune_batch, values).rowcount)
+    values = {"age": expired_for_ms, "after": after, "skip": limit - 1}
+    bound = execute(conn, st.prune_bound, values).rows
+    if not bound:
+        return max(0, execute(conn, st.prune_rest, values).rowcount), None
+    # As text: keys are bound as text everywhere (aiomysql cannot bind bytes).
+    values["upto"] = upto = decode_text(bound[0][0])
+    return max(0, execute(conn, st.prune_range, values).rowcount), upto
 
 
 def count_prunable(conn: Connection, st: Statements, expired_for_ms: int) -> int:
-    """How many rows :func:`prune_batch` would delete in all (``prune(dry_run=True)``)."""
+    """How many rows a prune would delete in all (``prune(dry_run=True)``)."""
     return int(execute(conn, st.prune_count, {"age": expired_for_ms}).scalar())
 
 

@@ -103,8 +103,11 @@ class Statements:
     page_all: Prepared
     page_live: Prepared
     page_expired: Prepared
-    # One batch of ``prune``: at most :n rows expired for at least :age ms.
-    prune_batch: Prepared
+    # ``prune``: the key ending a batch of rows expired for at least :age ms, the
+    # batch's DELETE, the last batch's DELETE, and the dry run's count.
+    prune_bound: Prepared
+    prune_range: Prepared
+    prune_rest: Prepared
     prune_count: Prepared
 
 
@@ -329,26 +332,24 @@ def _paging(
 
     Pages are keyset pages: each starts after the last key of the one before, so a page
     costs the same however deep into the table it is, and no page holds a lock or a
-    cursor open between calls. A prune batch deletes at most ``:n`` rows in one
-    statement (its own short transaction). Where the rows are chosen in a subquery the
-    outer ``WHERE`` repeats the condition: PostgreSQL re-checks that one against a row
-    changed meanwhile (a key re-acquired between the subquery and the delete is kept);
-    MySQL/MariaDB cannot ``LIMIT`` an ``IN`` subquery, so there the ``DELETE`` itself
-    is ordered and limited.
+    cursor open between calls. A prune goes through the table the same way: it finds
+    the key of the ``:skip + 1``-th prunable row after the last batch (a read), then
+    deletes the prunable rows of that key range in one statement (its own short
+    transaction); the last batch deletes the rest after the last key. The ``DELETE``
+    tests the condition itself, against each row as it is when deleted, so a key
+    re-acquired meanwhile is kept (PostgreSQL re-checks it on a row changed under the
+    statement; MariaDB reads the rows it deletes with locks).
     """
     prunable = f"expires_at <= {now} - :age"
     page = f"SELECT {row} FROM {t} WHERE id > :after{{cond}} ORDER BY id LIMIT :n"
-    if family == "mysql":
-        prune = f"DELETE FROM {t} WHERE {prunable} ORDER BY id LIMIT :n"
-    else:
-        prune = (
-            f"DELETE FROM {t} WHERE id IN (SELECT id FROM {t} WHERE {prunable} "
-            f"ORDER BY id LIMIT :n) AND {prunable}"
-        )
     return {
         "page_all": p(page.format(cond="")),
         "page_live": p(page.format(cond=f" AND {live}")),
         "page_expired": p(page.format(cond=f" AND {expired}")),
-        "prune_batch": p(prune),
+        "prune_bound": p(
+            f"SELECT id FROM {t} WHERE id > :after AND {prunable} ORDER BY id LIMIT 1 OFFSET :skip"
+        ),
+        "prune_range": p(f"DELETE FROM {t} WHERE id > :after AND id <= :upto AND {prunable}"),
+        "prune_rest": p(f"DELETE FROM {t} WHERE id > :after AND {prunable}"),
         "prune_count": p(f"SELECT COUNT(*) FROM {t} WHERE {prunable}"),
     }

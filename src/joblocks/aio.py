@@ -279,11 +279,12 @@ class JobLockModel(ModelCore):
         if dry_run:
             return await self._call("prune", _ops.count_prunable, age_ms)
         deleted = 0
+        after: str | None = ""
         while True:
             started = time.monotonic()
-            done = await self._call("prune", _ops.prune_batch, age_ms, size)
+            done, after = await self._call("prune", _ops.prune_batch, age_ms, size, after)
             deleted += done
-            if done == 0:
+            if after is None:
                 return deleted
             pause = _ops.prune_pause_s(self.statements.family, time.monotonic() - started)
             if pause:
