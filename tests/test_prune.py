@@ -12,6 +12,7 @@ import shutil
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from datetime import timedelta
@@ -167,3 +168,34 @@ def test_release_succeeds_during_a_large_prune(
     assert still_pruning, "the prune ended before the release: the test proves nothing"
     assert out.startswith(f"deleted {BIG} lock rows"), out
     assert [lock.key for lock in model.list()] == ["victim-2"]
+
+
+def test_prune_keeps_keys_re_acquired_while_it_runs(
+    make_model: Callable[..., Any], db_url: str, table_name: str
+) -> None:
+    """Another thread takes expired keys while the prune goes through them: every key
+    it got is still held afterwards (the DELETE re-checks each row it deletes)."""
+    model = make_model()
+    now = model.now_ms()
+    keys = [f"k-{i:05d}" for i in range(1500)]
+    fill(db_url, table_name, [(k, now - 2 * HOUR, now - HOUR) for k in keys])
+    taken: list[str] = []
+    errors: list[BaseException] = []
+
+    def take() -> None:
+        try:
+            # From the end: the prune meets them late.
+            taken.extend(k for k in reversed(keys[::7]) if model.acquire(k, 600_000, "newcomer"))
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    taker = threading.Thread(target=take)
+    taker.start()
+    deleted = model.prune(batch_size=20)
+    taker.join(timeout=60)
+    assert not errors, errors
+    assert len(taken) == len(keys[::7])
+    held = {lock.key for lock in model.list()}
+    assert set(taken) <= held, sorted(set(taken) - held)[:5]
+    assert all(lock.holder == "newcomer" for lock in model.list())
+    assert deleted + len(held) >= len(keys)  # each expired row deleted or re-taken
