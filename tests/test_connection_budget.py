@@ -24,7 +24,7 @@ import joblocks
 from joblocks import _connections
 
 from ._servers import Server, start_postgres
-from .conftest import _server_or_skip
+from .conftest import _server_or_skip, run_on
 
 #: Client slots of the small server (the tests connect as a superuser, who may use all).
 SLOTS = 12
@@ -287,3 +287,50 @@ def test_renewal_retries_come_until_the_deadline() -> None:
         for remaining in (10.0, 3.0, 0.5, 0.05, 0.0, -1.0):
             pause = renewal_retry_s(failures, remaining)
             assert RETRY_MIN_S <= pause <= max(RETRY_MIN_S, min(1.0, remaining / 2))
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_a_lease_is_reported_lost_on_time_while_the_pool_is_exhausted(
+    make_model: Callable[..., Any], key: str
+) -> None:
+    """Every connection the engine's pool allows is in use (other threads' work) for
+    longer than the lease's ttl: the renewal must not wait 30 s in the pool; it keeps
+    trying and the lease is reported lost when it runs out, while the pool is still
+    exhausted (before: only once the pool gave up, 30 s later)."""
+    model = make_model()
+    lost: list[Any] = []
+    held = model.try_lease(key, 1_000, keepalive=True, renew_every=300, on_lost=lost.append)
+    engine = model.model.engine
+    pool = engine.pool if model.face == "sync" else engine.sync_engine.pool
+    size = pool.size() + pool._max_overflow
+    if model.face == "sync":
+        model.model._cache.close()  # no idle connection left for the renewal
+        taken = [engine.connect() for _ in range(size)]
+
+        def give_back() -> None:
+            for conn in taken:
+                conn.close()
+    else:
+
+        async def take() -> list[Any]:
+            return [await engine.connect() for _ in range(size)]
+
+        async def close_all() -> None:
+            for conn in taken:
+                await conn.close()
+
+        taken = run_on(model.loop, take())
+
+        def give_back() -> None:
+            run_on(model.loop, close_all())
+
+    try:
+        assert pool.checkedout() == size
+        deadline = time.monotonic() + 15
+        while not held.lost:
+            assert time.monotonic() < deadline, "not reported lost while the pool was full"
+            time.sleep(0.02)
+        assert "ran out" in (held.lost_reason or "")
+        assert len(lost) == 1
+    finally:
+        give_back()

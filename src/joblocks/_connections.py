@@ -30,6 +30,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from sqlalchemy import Connection, Engine
+from sqlalchemy import exc as sa_exc
 
 from . import _identity
 from ._engines import IDLE_PING_AFTER_S
@@ -38,6 +39,20 @@ from ._engines import IDLE_PING_AFTER_S
 MAX_IDLE = 1
 #: Idle connections beyond :data:`MAX_IDLE` are closed after this long unused (seconds).
 IDLE_LINGER_S = 2.0
+
+_thread = threading.local()
+
+
+def never_wait_for_the_pool() -> None:
+    """Calls from the current thread fail at once, instead of waiting (up to the pool's
+    timeout, 30 s), when every connection the engine's pool allows is in use.
+
+    For the keep-alive thread: a renewal that waited in the pool could not notice its
+    lease run out meanwhile, nor serve the other leases; failing at once, it is tried
+    again with backoff until the lease runs out (see ``_keepalive.renewal_retry_s``).
+    """
+    _thread.no_pool_wait = True
+
 
 _generation = 0  # bumped in a forked child
 _abandoned: list[Any] = []  # the parent's connections, in a child: never used nor closed
@@ -127,6 +142,10 @@ class ConnectionCache:
             try:
                 conn, since = self._free.pop()
             except IndexError:
+                if getattr(_thread, "no_pool_wait", False) and self._pool_full():
+                    raise sa_exc.TimeoutError(
+                        "every connection of the pool is in use (not waited for)"
+                    ) from None
                 return self._engine.connect()
             if conn.invalidated or conn.closed:
                 continue

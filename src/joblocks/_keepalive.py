@@ -142,6 +142,9 @@ class ThreadRenewer:
             return len(self._leases)
 
     def _run(self) -> None:
+        from ._connections import never_wait_for_the_pool
+
+        never_wait_for_the_pool()
         while True:
             with self._cond:
                 leases = _alive(self._leases.refs())
@@ -223,8 +226,23 @@ class TaskRenewer:
                 with contextlib.suppress(asyncio.TimeoutError):
                     await asyncio.wait_for(self._wake.wait(), timeout)
                 continue
-            await asyncio.gather(*(held._renew_once() for held in renew))
+            await asyncio.gather(*(_renew_in_time(held) for held in renew))
             del renew
+
+
+async def _renew_in_time(lease: Any) -> None:
+    """``lease._renew_once()``, given up when the lease runs out meanwhile.
+
+    A renewal waiting for a connection (an exhausted pool waits up to 30 s) would hold
+    up the loop's other renewals and the news that this lease ran out. Cut at its
+    deadline, it counts as a failed renewal: the next round finds the lease run out.
+    """
+    left = lease._deadline - time.monotonic()
+    try:
+        await asyncio.wait_for(lease._renew_once(), max(0.001, left))
+    except asyncio.TimeoutError:
+        lease._check_ran_out()
+        lease._after_failed_renewal(time.monotonic())
 
 
 _task_renewers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, TaskRenewer] = (
