@@ -193,8 +193,9 @@ def start_postgres(base_dir: Path, settings: dict[str, str] | None = None) -> Se
     """Initialise and start a PostgreSQL server under ``base_dir``.
 
     URL: ``postgresql+psycopg://postgres@127.0.0.1:PORT/postgres`` (trust auth).
-    ``settings`` are extra server settings (``-c name=value``), e.g.
-    ``{"default_transaction_isolation": "serializable"}``.
+    ``settings`` are extra server settings passed as ``-c name=value`` over the
+    defaults of the test servers, e.g. ``{"default_transaction_isolation":
+    "serializable"}`` or ``{"max_connections": "12"}``.
     Raises ServerUnavailable if the binaries or psycopg are missing,
     ServerStartError if it fails to start.
     """

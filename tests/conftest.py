@@ -354,8 +354,17 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "acquire_path" in metafunc.fixturenames:
         pairs = [(b, p) for b in backends for p in PATHS[b]]
         metafunc.parametrize(("backend", "acquire_path"), pairs, ids=[f"{b}-{p}" for b, p in pairs])
-    elif "backend" in metafunc.fixturenames:
+    elif "backend" in metafunc.fixturenames and not _parametrizes(metafunc, "backend"):
         metafunc.parametrize("backend", backends)
+
+
+def _parametrizes(metafunc: pytest.Metafunc, name: str) -> bool:
+    """Whether the test chose its own values of ``name`` (``@pytest.mark.parametrize``)."""
+    for mark in metafunc.definition.iter_markers("parametrize"):
+        names = mark.args[0]
+        if name in ([n.strip() for n in names.split(",")] if isinstance(names, str) else names):
+            return True
+    return False
 
 
 @pytest.fixture

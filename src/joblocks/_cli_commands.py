@@ -23,6 +23,7 @@ from ._cli_common import (
 )
 from ._cli_format import (
     LIST_COLUMNS,
+    PAGE_ROWS,
     dump_json,
     err,
     fields,
@@ -32,7 +33,8 @@ from ._cli_format import (
     lock_row,
     out,
     printable,
-    table,
+    stream_json_array,
+    stream_table,
 )
 from ._version import __version__
 
@@ -44,23 +46,25 @@ def cmd_list(args: argparse.Namespace) -> int:
     """``joblocks list``: the held locks (``--all``: every row), as a table or JSON.
 
     A SQLite file that does not exist yet (a fresh machine) has no locks: the list is
-    empty, and the file is not created.
+    empty, and the file is not created. Rows are read and printed a page at a time
+    (:data:`PAGE_ROWS`), so the memory used does not grow with the table.
     """
     path = sqlite_file(resolve_url(args)[0])
     if path is not None and not path.exists():
-        locks: list[JobLock] = []
-    else:
-        model = open_model(args, create_table=False, must_exist=True)
-        try:
-            locks = model.list("all" if args.all else "held")
-        finally:
-            model.dispose()
-    if args.json:
-        out(dump_json([lock_json(lock) for lock in locks]))
-    elif not locks:
-        out("no locks" if args.all else "no held locks (--all shows expired rows too)")
-    else:
-        out(table(LIST_COLUMNS, [lock_row(lock) for lock in locks]))
+        if args.json:
+            out(dump_json([]))
+        else:
+            out("no locks" if args.all else "no held locks (--all shows expired rows too)")
+        return
+    model = open_model(args, create_table=False, must_exist=True)
+    try:
+        locks = model.iter_locks("all" if args.all else "held", batch_size=PAGE_ROWS)
+        if args.json:
+            stream_json_array(lock_json(lock) for lock in locks)
+        elif not stream_table(LIST_COLUMNS, (lock_row(lock) for lock in locks)):
+            out("no locks" if args.all else "no held locks (--all shows expired rows too)")
+    finally:
+        model.dispose()
     return EXIT_OK
 
 
@@ -126,22 +130,14 @@ def cmd_release(args: argparse.Namespace) -> int:
 
 
 def cmd_prune(args: argparse.Namespace) -> int:
-    """``joblocks prune``: delete rows expired for longer than ``--expired-for`` (db time)."""
-    from sqlalchemy import delete, func, select
+    """``joblocks prune``: delete rows expired for longer than ``--expired-for`` (db time).
 
-    from ._clock import db_now_ms
-    from ._errors import translate
-
+    The library's :meth:`~joblocks.JobLockModel.prune`: batches of short statements.
+    """
     ms: int = args.expired_for
     model = open_model(args, create_table=False, must_exist=True)
-    locks = model.table
-    old_enough = locks.c.expires_at <= db_now_ms() - ms
     try:
-        with translate("prune", model.database), model.engine.begin() as conn:
-            if args.dry_run:
-                count = int(conn.execute(select(func.count()).where(old_enough)).scalar_one())
-            else:
-                count = int(conn.execute(delete(locks).where(old_enough)).rowcount)
+        count = model.prune(ms, dry_run=args.dry_run)
     finally:
         model.dispose()
     rows = "row" if count == 1 else "rows"

@@ -7,11 +7,13 @@ cheap; the lock library is imported by the commands that need it.
 from __future__ import annotations
 
 import json
+import json.encoder
 import math
 import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from datetime import datetime, timezone
+from itertools import islice
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -21,6 +23,8 @@ if TYPE_CHECKING:
 UNITS_MS = {"ms": 1, "s": 1_000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
 #: Longest duration accepted (the library's limit): 366 days.
 MAX_DURATION_MS = 366 * 86_400_000
+
+_encode_string = json.encoder.encode_basestring  # ensure_ascii=False: UTF-8 kept
 
 _PART = re.compile(r"(\d+(?:\.\d+)?|\.\d+)(ms|s|m|h|d)")
 _EXAMPLES = "e.g. 500ms, 30s, 5m, 2h, 1d, 1h30m"
@@ -148,15 +152,90 @@ def lock_row(lock: JobLock) -> list[str]:
 
 def table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     """Columns aligned with two spaces; the last column is not padded."""
-    widths = [len(h) for h in header]
+    widths = _widths([len(h) for h in header], rows)
+    return "\n".join(_line(row, widths) for row in [list(header), *rows])
+
+
+def _widths(widths: list[int], rows: Sequence[Sequence[str]]) -> list[int]:
     for row in rows:
         for i, cell in enumerate(row):
             widths[i] = max(widths[i], len(cell))
-    lines = []
-    for row in [list(header), *rows]:
-        cells = [cell.ljust(widths[i]) for i, cell in enumerate(row[:-1])]
-        lines.append("  ".join([*cells, row[-1]]).rstrip())
-    return "\n".join(lines)
+    return widths
+
+
+def _line(row: Sequence[str], widths: Sequence[int]) -> str:
+    cells = [cell.ljust(widths[i]) for i, cell in enumerate(row[:-1])]
+    return "  ".join([*cells, row[-1]]).rstrip()
+
+
+#: Rows the CLI reads and prints per page (``list``): what it holds in memory at once.
+PAGE_ROWS = 1_000
+
+
+def stream_table(
+    header: Sequence[str], rows: Iterable[Sequence[str]], page: int = PAGE_ROWS
+) -> int:
+    """Print :func:`table` page by page, holding one page at a time; the rows printed.
+
+    Columns are as wide as the header and the first page need (so a table of up to
+    ``page`` rows is exactly :func:`table`'s); a later page whose cells are wider
+    widens them from there on. Nothing (not even the header) is printed without rows.
+    """
+    source = iter(rows)
+    widths: list[int] | None = None
+    shown = 0
+    while True:
+        chunk = list(islice(source, page))
+        if not chunk:
+            return shown
+        lines = []
+        if widths is None:
+            widths = [len(h) for h in header]
+            _widths(widths, chunk)
+            lines.append(_line(header, widths))
+        else:
+            _widths(widths, chunk)
+        lines.extend(_line(row, widths) for row in chunk)
+        out("\n".join(lines))
+        sys.stdout.flush()
+        shown += len(chunk)
+
+
+def stream_json_array(values: Iterable[Any], page: int = PAGE_ROWS) -> int:
+    """Print a JSON array of ``values`` as it goes, exactly as ``out(dump_json(list))``
+    would; the number of values. One page of values is held at a time."""
+    shown = 0
+    source = iter(values)
+    while True:
+        chunk = [_element(value) for value in islice(source, page)]
+        if not chunk:
+            break
+        sys.stdout.write(("[\n  " if shown == 0 else ",\n  ") + ",\n  ".join(chunk))
+        sys.stdout.flush()
+        shown += len(chunk)
+    sys.stdout.write("[]\n" if shown == 0 else "\n]\n")
+    sys.stdout.flush()
+    return shown
+
+
+def _element(value: Any) -> str:
+    """``dump_json(value)`` indented as an element of an array (two more spaces)."""
+    if isinstance(value, dict) and value:
+        # A flat object of strings and integers (a lock): written out directly, as
+        # json.dumps(indent=2) would, which runs its pure-Python encoder when indenting.
+        parts = []
+        for name, item in value.items():
+            if isinstance(item, str):
+                text = _encode_string(item)
+            elif isinstance(item, int) and not isinstance(item, bool):
+                text = int.__repr__(item)
+            else:
+                break
+            parts.append(f"    {_encode_string(name)}: {text}")
+        else:
+            return "{\n" + ",\n".join(parts) + "\n  }"
+    # JSON escapes newlines inside strings: every "\n" here is between tokens.
+    return dump_json(value).replace("\n", "\n  ")
 
 
 def fields(pairs: Sequence[tuple[str, str]]) -> str:

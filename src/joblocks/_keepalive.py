@@ -13,15 +13,37 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import random
 import threading
 import time
 import weakref
 from typing import TYPE_CHECKING, Any
 
 from . import _identity
+from ._backoff import delay_ms
 
 if TYPE_CHECKING:
     from ._lease import Lease, LeaseBase
+
+
+#: A failed renewal is tried again after at least this long (seconds).
+RETRY_MIN_S = 0.01
+
+
+def renewal_retry_s(failures: int, remaining_s: float) -> float:
+    """Seconds until a renewal that failed ``failures`` times in a row is tried again.
+
+    A renewal fails without telling anything about the lease when it cannot reach the
+    database: the server refuses a connection (``too many connections``, ``remaining
+    connection slots are reserved``), the pool has none, the network is down. The lease
+    still holds until its deadline, so the renewer keeps trying until then: capped
+    exponential backoff with full jitter (:func:`joblocks._backoff.delay_ms`: up to 25
+    ms, doubling to 1 s), never later than half the time left, so tries keep coming as
+    the deadline nears. The lease is declared lost only when it runs out, or when a
+    renewal reaches the database and finds the row gone or another holder's.
+    """
+    jitter = random.random()  # noqa: S311 - jitter, not crypto
+    return max(RETRY_MIN_S, delay_ms(failures, remaining_s * 500.0, jitter) / 1000.0)
 
 
 def _alive(refs: Any) -> list[Any]:
@@ -120,6 +142,9 @@ class ThreadRenewer:
             return len(self._leases)
 
     def _run(self) -> None:
+        from ._connections import never_wait_for_the_pool
+
+        never_wait_for_the_pool()
         while True:
             with self._cond:
                 leases = _alive(self._leases.refs())
@@ -202,8 +227,23 @@ class TaskRenewer:
                 with contextlib.suppress(asyncio.TimeoutError):
                     await asyncio.wait_for(self._wake.wait(), timeout)
                 continue
-            await asyncio.gather(*(held._renew_once() for held in renew if not held._lost_file()))
+            await asyncio.gather(*(_renew_in_time(held) for held in renew if not held._lost_file()))
             del renew
+
+
+async def _renew_in_time(lease: Any) -> None:
+    """``lease._renew_once()``, given up when the lease runs out meanwhile.
+
+    A renewal waiting for a connection (an exhausted pool waits up to 30 s) would hold
+    up the loop's other renewals and the news that this lease ran out. Cut at its
+    deadline, it counts as a failed renewal: the next round finds the lease run out.
+    """
+    left = lease._deadline - time.monotonic()
+    try:
+        await asyncio.wait_for(lease._renew_once(), max(0.001, left))
+    except asyncio.TimeoutError:
+        lease._check_ran_out()
+        lease._after_failed_renewal(time.monotonic())
 
 
 _task_renewers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, TaskRenewer] = (

@@ -101,6 +101,7 @@ class LeaseBase:
         self._lost_reason: str | None = None
         self._released = False
         self.keepalive = False
+        self._renew_failures = 0  # renewals failed in a row (retry backoff)
 
     # -- state ------------------------------------------------------------------------
 
@@ -208,6 +209,7 @@ class LeaseBase:
             self.expires_at = from_ms(expires_ms)
             self.next_renewal = sent_at + self._renew_every
             self._renew_slack = self._renew_every * RENEW_SLACK
+            self._renew_failures = 0
 
     def _mark_lost(self, reason: str) -> bool:
         """Record the loss once; True the first time."""
@@ -289,8 +291,12 @@ class LeaseBase:
         return True
 
     def _after_failed_renewal(self, now: float) -> None:
-        # Try again soon, well before the lease runs out.
-        self.next_renewal = now + max(0.02, min(self._renew_every, (self._deadline - now) / 3))
+        # Try again until the lease runs out (backoff: see _keepalive.renewal_retry_s).
+        from ._keepalive import renewal_retry_s
+
+        self._renew_failures += 1
+        pause = renewal_retry_s(self._renew_failures, self._deadline - now)
+        self.next_renewal = now + min(self._renew_every, pause)
         self._renew_slack = 0.0
 
 

@@ -307,6 +307,60 @@ class JobLockModel(ModelCore):
         _check_state(state)
         return self._call("count", _ops.count, state)
 
+    def iter_locks(
+        self, state: _ops.State = "all", *, batch_size: int = _ops.PAGE_SIZE
+    ) -> Iterator[JobLock]:
+        """The rows of :meth:`list`, ordered by key, read ``batch_size`` rows at a time.
+
+        Memory stays flat however large the table: each page is one short query (keyset
+        paging: ``id > last key ORDER BY id LIMIT batch_size``) on a connection held
+        only for that query, so nothing stays locked or open between pages. Not a
+        snapshot: a row present throughout is yielded exactly once, one added, changed
+        or deleted meanwhile may or may not be seen as it was. ``state`` is judged by
+        the database's clock when each page is read. Arguments are checked at the call.
+        """
+        _check_state(state)
+        size = _validate.batch_size(batch_size)
+        return self._pages(state, size)
+
+    def _pages(self, state: _ops.State, size: int) -> Iterator[JobLock]:
+        after: str | None = ""
+        while after is not None:
+            page = self._call("list", _ops.list_page, state, after, size)
+            yield from page
+            after = _ops.next_after(page, size)
+
+    def prune(
+        self,
+        expired_for: _validate.Duration = 0,
+        *,
+        batch_size: int = _ops.PRUNE_BATCH,
+        dry_run: bool = False,
+    ) -> int:
+        """Delete the rows expired for at least ``expired_for`` (ms or timedelta; 0: every
+        expired row), by the database's clock; the number deleted.
+
+        Live rows are never touched. Deletes ``batch_size`` rows per statement, each its
+        own short transaction, so other processes' calls get through between batches
+        (on SQLite, the prune pauses between batches to let them take the write lock).
+        ``dry_run=True`` only counts the rows it would delete. Stopping it part-way
+        (an error, an interrupt) leaves the batches already done deleted.
+        """
+        age_ms, size = _validate.prune_options(expired_for, batch_size, dry_run)
+        if dry_run:
+            return self._call("prune", _ops.count_prunable, age_ms)
+        deleted = 0
+        after: str | None = ""
+        while True:
+            started = time.monotonic()
+            done, after = self._call("prune", _ops.prune_batch, age_ms, size, after)
+            deleted += done
+            if after is None:
+                return deleted
+            pause = _ops.prune_pause_s(self.statements.family, time.monotonic() - started)
+            if pause:
+                time.sleep(pause)
+
     def insert(self, lock_key: str, *, holder: str, ttl: _validate.Duration) -> JobLock:
         """Insert a new row with a new fencing token; ``LockExistsError`` if one exists.
 

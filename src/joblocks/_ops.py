@@ -18,6 +18,7 @@ from sqlalchemy import exc as sa_exc
 
 from ._engines import ISOLATION_INFO, ReadCommitted, read_committed_wrapper
 from ._records import JobLock
+from ._schema import decode_text
 from ._statements import AcquireStep, Prepared, Statements
 
 State = Literal["all", "held", "expired", "live"]
@@ -245,6 +246,74 @@ def list_locks(conn: Connection, st: Statements, state: State = "all") -> list[J
         "expired": st.list_expired,
     }[state]
     return [JobLock.from_row(row) for row in execute(conn, stmt, {}).rows]
+
+
+def list_page(
+    conn: Connection, st: Statements, state: State, after: str, limit: int
+) -> list[JobLock]:
+    """Up to ``limit`` rows in ``state`` whose key sorts after ``after``, ordered by key.
+
+    One page of the faces' ``iter_locks``: ``after=""`` starts at the first key (keys are
+    never empty).
+    """
+    stmt = {
+        "all": st.page_all,
+        "held": st.page_live,
+        "live": st.page_live,
+        "expired": st.page_expired,
+    }[state]
+    rows = execute(conn, stmt, {"after": after, "n": limit}).rows
+    return [JobLock.from_row(row) for row in rows]
+
+
+def next_after(page: list[JobLock], limit: int) -> str | None:
+    """Where the page after ``page`` starts, or None when ``page`` was the last one."""
+    return page[-1].key if len(page) >= limit else None
+
+
+def prune_batch(
+    conn: Connection, st: Statements, expired_for_ms: int, limit: int, after: str
+) -> tuple[int, str | None]:
+    """Delete the next ``limit`` rows after key ``after`` that expired at least
+    ``expired_for_ms`` ago (db time): (rows deleted, the key to go on after, or None
+    when this was the last batch). Start with ``after=""`` (keys are never empty).
+
+    One read finds the batch's last key, one ``DELETE`` of that key range removes it:
+    one short transaction, so on SQLite the write lock is held for one batch only.
+    """
+    values = {"age": expired_for_ms, "after": after, "skip": limit - 1}
+    bound = execute(conn, st.prune_bound, values).rows
+    if not bound:
+        return max(0, execute(conn, st.prune_rest, values).rowcount), None
+    # As text: keys are bound as text everywhere (aiomysql cannot bind bytes).
+    values["upto"] = upto = decode_text(bound[0][0])
+    return max(0, execute(conn, st.prune_range, values).rowcount), upto
+
+
+def count_prunable(conn: Connection, st: Statements, expired_for_ms: int) -> int:
+    """How many rows a prune would delete in all (``prune(dry_run=True)``)."""
+    return int(execute(conn, st.prune_count, {"age": expired_for_ms}).scalar())
+
+
+#: Rows a prune deletes per statement unless told otherwise.
+PRUNE_BATCH = 1_000
+#: Rows an ``iter_locks`` page holds unless told otherwise.
+PAGE_SIZE = 1_000
+
+
+def prune_pause_s(family: str, batch_s: float) -> float:
+    """Seconds a prune waits between two batches that took ``batch_s`` seconds.
+
+    SQLite has one writer at a time: another process's ``release`` or ``acquire``
+    waits for the write lock in its busy handler, which looks again only every few
+    milliseconds (up to 100 ms apart). Back-to-back batches would leave it gaps too
+    short to get in, so the prune yields for one and a half times as long as its batch
+    took (at least 2 ms, at most 100 ms): it holds the lock at most 40 % of the time.
+    Server databases lock rows, not the table: no pause.
+    """
+    if family != "sqlite":
+        return 0.0
+    return min(0.1, max(0.002, 1.5 * batch_s))
 
 
 def count(conn: Connection, st: Statements, state: State = "all") -> int:

@@ -99,6 +99,16 @@ class Statements:
     update_ttl: Prepared
     delete: Prepared
     now: Prepared
+    # Keyset pages of the rows (``id > :after ORDER BY id LIMIT :n``), by state.
+    page_all: Prepared
+    page_live: Prepared
+    page_expired: Prepared
+    # ``prune``: the key ending a batch of rows expired for at least :age ms, the
+    # batch's DELETE, the last batch's DELETE, and the dry run's count.
+    prune_bound: Prepared
+    prune_range: Prepared
+    prune_rest: Prepared
+    prune_count: Prepared
 
 
 def _prepare(dialect: Dialect, sql: str) -> Prepared:
@@ -325,4 +335,35 @@ def build(dialect: Dialect, table: Table, path: AcquirePath | None = None) -> St
         update_ttl=p(f"UPDATE {t} SET expires_at = {now} + :ttl WHERE id = :key"),
         delete=p(f"DELETE FROM {t} WHERE id = :key"),
         now=p(f"SELECT {now}"),
+        **_paging(p, family, t, row, live, expired, now),
     )
+
+
+def _paging(
+    p: Any, family: str, t: str, row: str, live: str, expired: str, now: str
+) -> dict[str, Prepared]:
+    """The statements of ``iter_locks`` and ``prune``.
+
+    Pages are keyset pages: each starts after the last key of the one before, so a page
+    costs the same however deep into the table it is, and no page holds a lock or a
+    cursor open between calls. A prune goes through the table the same way: it finds
+    the key of the ``:skip + 1``-th prunable row after the last batch (a read), then
+    deletes the prunable rows of that key range in one statement (its own short
+    transaction); the last batch deletes the rest after the last key. The ``DELETE``
+    tests the condition itself, against each row as it is when deleted, so a key
+    re-acquired meanwhile is kept (PostgreSQL re-checks it on a row changed under the
+    statement; MariaDB reads the rows it deletes with locks).
+    """
+    prunable = f"expires_at <= {now} - :age"
+    page = f"SELECT {row} FROM {t} WHERE id > :after{{cond}} ORDER BY id LIMIT :n"
+    return {
+        "page_all": p(page.format(cond="")),
+        "page_live": p(page.format(cond=f" AND {live}")),
+        "page_expired": p(page.format(cond=f" AND {expired}")),
+        "prune_bound": p(
+            f"SELECT id FROM {t} WHERE id > :after AND {prunable} ORDER BY id LIMIT 1 OFFSET :skip"
+        ),
+        "prune_range": p(f"DELETE FROM {t} WHERE id > :after AND id <= :upto AND {prunable}"),
+        "prune_rest": p(f"DELETE FROM {t} WHERE id > :after AND {prunable}"),
+        "prune_count": p(f"SELECT COUNT(*) FROM {t} WHERE {prunable}"),
+    }

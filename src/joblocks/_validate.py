@@ -110,3 +110,25 @@ def state(value: object, name: str = "state") -> str:
             f"{name} must be 'all', 'held' (or its alias 'live') or 'expired', got {value!r}"
         )
     return value
+
+
+#: Largest ``batch_size`` accepted (rows per page or per prune statement).
+MAX_BATCH_SIZE = 100_000
+
+
+def batch_size(value: object, name: str = "batch_size") -> int:
+    """Validate a number of rows per page or batch: an int from 1 to 100 000."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int, not {type(value).__name__}")
+    if not 1 <= value <= MAX_BATCH_SIZE:
+        raise ValueError(f"{name} must be from 1 to {MAX_BATCH_SIZE}, got {value!r}")
+    return value
+
+
+def prune_options(expired_for: object, batch_size_: object, dry_run: object) -> tuple[int, int]:
+    """``prune``'s arguments, checked (both faces): (expired_for in ms, batch size)."""
+    age_ms = duration_ms(expired_for, "expired_for", allow_zero=True)
+    size = batch_size(batch_size_)
+    if not isinstance(dry_run, bool):
+        raise TypeError(f"dry_run must be a bool, not {type(dry_run).__name__}")
+    return age_ms, size

@@ -280,6 +280,51 @@ class JobLockModel(ModelCore):
         _check_state(state)
         return await self._call("count", _ops.count, state)
 
+    def iter_locks(
+        self, state: _ops.State = "all", *, batch_size: int = _ops.PAGE_SIZE
+    ) -> AsyncIterator[JobLock]:
+        """The rows of :meth:`list`, ``batch_size`` at a time: ``async for lock in
+        model.iter_locks():``. See :meth:`joblocks.JobLockModel.iter_locks`.
+
+        Not a coroutine: arguments are checked at the call, and each page is read
+        when the loop reaches it.
+        """
+        _check_state(state)
+        size = _validate.batch_size(batch_size)
+        return self._pages(state, size)
+
+    async def _pages(self, state: _ops.State, size: int) -> AsyncIterator[JobLock]:
+        after: str | None = ""
+        while after is not None:
+            page = await self._call("list", _ops.list_page, state, after, size)
+            for lock in page:
+                yield lock
+            after = _ops.next_after(page, size)
+
+    async def prune(
+        self,
+        expired_for: _validate.Duration = 0,
+        *,
+        batch_size: int = _ops.PRUNE_BATCH,
+        dry_run: bool = False,
+    ) -> int:
+        """Delete the rows expired for at least ``expired_for`` (ms or timedelta), in
+        batches; the number deleted. See :meth:`joblocks.JobLockModel.prune`."""
+        age_ms, size = _validate.prune_options(expired_for, batch_size, dry_run)
+        if dry_run:
+            return await self._call("prune", _ops.count_prunable, age_ms)
+        deleted = 0
+        after: str | None = ""
+        while True:
+            started = time.monotonic()
+            done, after = await self._call("prune", _ops.prune_batch, age_ms, size, after)
+            deleted += done
+            if after is None:
+                return deleted
+            pause = _ops.prune_pause_s(self.statements.family, time.monotonic() - started)
+            if pause:
+                await asyncio.sleep(pause)
+
     async def insert(self, lock_key: str, *, holder: str, ttl: _validate.Duration) -> JobLock:
         """Insert a new row with a new fencing token; ``LockExistsError`` if one exists.
 
