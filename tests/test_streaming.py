@@ -95,7 +95,7 @@ def test_iter_locks_reads_page_by_page(make_model: Callable[..., Any], key: str)
 @pytest.mark.parametrize(
     ("args", "kwargs", "error", "needle"),
     [
-        (("held",), {}, ValueError, "state"),
+        (("alive",), {}, ValueError, "state"),
         ((), {"batch_size": 0}, ValueError, "batch_size"),
         ((), {"batch_size": 100_001}, ValueError, "batch_size"),
         ((), {"batch_size": "10"}, TypeError, "batch_size"),

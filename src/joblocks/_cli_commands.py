@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-from typing import TYPE_CHECKING
 
 from ._cli_common import (
     EXIT_BACKEND,
@@ -38,9 +37,6 @@ from ._cli_format import (
 )
 from ._version import __version__
 
-if TYPE_CHECKING:
-    from ._records import JobLock
-
 
 def cmd_list(args: argparse.Namespace) -> int:
     """``joblocks list``: the held locks (``--all``: every row), as a table or JSON.
@@ -55,7 +51,7 @@ def cmd_list(args: argparse.Namespace) -> int:
             out(dump_json([]))
         else:
             out("no locks" if args.all else "no held locks (--all shows expired rows too)")
-        return
+        return EXIT_OK
     model = open_model(args, create_table=False, must_exist=True)
     try:
         locks = model.iter_locks("all" if args.all else "held", batch_size=PAGE_ROWS)
