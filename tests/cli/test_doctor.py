@@ -20,7 +20,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from ._servers import Server
+from ..support.servers import Server
 
 pytestmark = pytest.mark.server
 

@@ -317,7 +317,7 @@ def test_async_engine_without_its_driver_names_the_extra(
 
 # -- installing ------------------------------------------------------------------------
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _quick_start() -> list[str]:

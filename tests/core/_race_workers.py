@@ -1,9 +1,9 @@
 """Worker functions for ``test_races.py``, run in spawned processes.
 
 Each worker makes its own model from plain arguments (URL, table name, acquire path),
-so nothing but strings and numbers crosses the process boundary. The start barrier
-reaches the workers through the pool's initializer (process creation is the one way a
-``multiprocessing`` barrier may be shared); ``start_together`` waits on it.
+so nothing but strings and numbers crosses the process boundary. They run in the
+processes of ``tests.support.pool.Pool``, whose ``start_together`` waits at the start
+barrier of the batch.
 """
 
 from __future__ import annotations
@@ -16,24 +16,7 @@ from typing import Any
 
 import joblocks
 
-#: How long a worker waits at the start barrier before giving up (seconds).
-BARRIER_TIMEOUT_S = 30.0
-
-_barrier: Any = None
-
-
-def init_pool(barrier: Any) -> None:
-    """Pool initializer: keep the shared start barrier; import the drivers up front."""
-    global _barrier
-    _barrier = barrier
-    # Imported here so that the first race does not pay for the imports.
-    import psycopg  # noqa: F401
-    import pymysql  # noqa: F401
-
-
-def start_together() -> None:
-    """Block until every worker of the pool is at the barrier."""
-    _barrier.wait(BARRIER_TIMEOUT_S)
+from ..support.pool import start_together
 
 
 def _model(url: str, table_name: str, acquire_path: str | None) -> joblocks.JobLockModel:

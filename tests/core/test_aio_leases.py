@@ -13,7 +13,7 @@ import joblocks
 import joblocks.aio
 from joblocks import _keepalive
 
-from . import _aio
+from ..support import aio as _aio
 
 
 def test_cancel_on_loss_cancels_the_work(db_url: str, table_name: str) -> None:

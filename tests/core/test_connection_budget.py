@@ -23,8 +23,9 @@ import pytest
 import joblocks
 from joblocks import _connections
 
-from ._servers import Server, start_postgres
-from .conftest import _server_or_skip, run_on
+from ..support.faces import run_on
+from ..support.matrix import server_or_skip
+from ..support.servers import Server, start_postgres
 
 #: Client slots of the small server (the tests connect as a superuser, who may use all).
 SLOTS = 12
@@ -64,7 +65,7 @@ def small_pg(request: pytest.FixtureRequest) -> Server:
     def start(base: Path) -> Server:
         return start_postgres(base, settings={"max_connections": str(SLOTS)})
 
-    return _server_or_skip(request, "postgresql-small", start)
+    return server_or_skip(request, "postgresql-small", start)
 
 
 @pytest.fixture

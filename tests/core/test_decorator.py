@@ -20,7 +20,7 @@ import joblocks
 import joblocks.aio
 from joblocks._decorator import single_instance
 
-from . import configured
+from ..support.contrib import configured
 
 OTHER = "another-worker"
 

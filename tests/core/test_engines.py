@@ -21,7 +21,7 @@ import joblocks
 import joblocks.aio
 from joblocks import _config
 
-from ._servers import Server
+from ..support.servers import Server
 
 
 @pytest.fixture(autouse=True)

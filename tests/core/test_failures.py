@@ -15,7 +15,7 @@ import pytest
 import joblocks
 from joblocks import _keepalive
 
-from ._servers import Server
+from ..support.servers import Server
 
 
 def test_sqlite_runs_in_wal_mode(tmp_path: Path) -> None:

@@ -21,7 +21,7 @@ from sqlalchemy import create_engine, text
 import joblocks
 import joblocks.aio
 
-from ._servers import MARIADB_DATABASE, Server
+from ..support.servers import MARIADB_DATABASE, Server
 
 TTL = 30_000
 

@@ -10,7 +10,7 @@ import pytest
 import joblocks
 import joblocks.aio
 
-from . import _aio
+from ..support import aio as _aio
 
 
 @pytest.mark.parametrize("exc", [KeyboardInterrupt, SystemExit])

@@ -8,20 +8,19 @@ database together. Run with ``-s`` to see the throughput of ``test_no_overlap``.
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import signal
 import time
 import uuid
 from collections.abc import Iterator
-from concurrent.futures import FIRST_EXCEPTION, Future, ProcessPoolExecutor, wait
 from datetime import timedelta
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 
 import joblocks
 
+from ..support.pool import SPAWN, Pool
 from . import _race_workers as workers
 
 pytestmark = pytest.mark.races
@@ -29,47 +28,14 @@ pytestmark = pytest.mark.races
 N = 8  # worker processes racing
 ROUNDS = 4  # races per test in test_one_winner_*: a fresh key each round
 RESULT_TIMEOUT_S = 60.0
+BARRIER_TIMEOUT_S = 30.0  # how long a worker waits at the start barrier
 HAMMER_SECONDS = 2.0
 HOLD_TTL_MS = 1_500
-
-_SPAWN = multiprocessing.get_context("spawn")
-
-
-class Pool:
-    """``N`` spawned processes sharing one start barrier."""
-
-    def __init__(self) -> None:
-        self.barrier = _SPAWN.Barrier(N)
-        self.executor = ProcessPoolExecutor(
-            N, mp_context=_SPAWN, initializer=workers.init_pool, initargs=(self.barrier,)
-        )
-
-    def run_all(self, fn: Callable[..., Any], *args: Any) -> list[Any]:
-        """Run ``fn(*args)`` once in each of the ``N`` processes at the same time.
-
-        ``fn`` waits at the barrier (of ``N`` parties), so no process can take two of
-        the ``N`` calls: every call runs in a process of its own.
-        """
-        self.barrier.reset()
-        futures: list[Future[Any]] = [self.executor.submit(fn, *args) for _ in range(N)]
-        done, pending = wait(futures, timeout=RESULT_TIMEOUT_S, return_when=FIRST_EXCEPTION)
-        for future in done:
-            if future.exception() is not None:
-                self.barrier.abort()  # release the others, then report the first error
-                raise future.exception()
-        if pending:
-            self.barrier.abort()
-            pytest.fail(f"{len(pending)} of {N} workers did not finish in {RESULT_TIMEOUT_S}s")
-        return [future.result() for future in futures]
-
-    def close(self) -> None:
-        self.barrier.abort()
-        self.executor.shutdown(wait=True, cancel_futures=True)
 
 
 @pytest.fixture(scope="module")
 def pool() -> Iterator[Pool]:
-    pool = Pool()
+    pool = Pool(N, result_timeout_s=RESULT_TIMEOUT_S, barrier_timeout_s=BARRIER_TIMEOUT_S)
     try:
         hellos = pool.run_all(workers.hello)
         pids = {pid for pid, _ in hellos}
@@ -210,8 +176,8 @@ def test_killed_holder_is_replaced_after_expiry(
     parent_model: joblocks.JobLockModel, db_url: str, table_name: str
 ) -> None:
     key = _keys(1)[0]
-    receive, send = _SPAWN.Pipe(duplex=False)
-    child = _SPAWN.Process(
+    receive, send = SPAWN.Pipe(duplex=False)
+    child = SPAWN.Process(
         target=workers.hold_forever, args=(db_url, table_name, key, HOLD_TTL_MS, send)
     )
     child.start()

@@ -23,8 +23,8 @@ import sqlalchemy as sa
 import joblocks
 import joblocks.aio
 
-from . import _pooler_workers as workers
-from ._servers import Server
+from ..support import pooler_workers as workers
+from ..support.servers import Server
 
 pytestmark = pytest.mark.server
 

@@ -14,7 +14,7 @@ from sqlalchemy import create_engine, event
 
 import joblocks
 
-from .conftest import run_on
+from ..support.faces import run_on
 
 TTL = 30_000
 

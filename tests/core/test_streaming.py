@@ -15,7 +15,7 @@ import pytest
 import joblocks
 from joblocks._cli_format import printable
 
-from .conftest import run_on
+from ..support.faces import run_on
 from .test_prune import HOUR, fill
 
 
@@ -166,7 +166,7 @@ def test_cli_list_empty(
 
 def test_list_memory_benchmark_smoke() -> None:
     """``benchmarks/list_memory.py --smoke`` runs (its figures are not judged here)."""
-    script = Path(__file__).resolve().parent.parent / "benchmarks" / "list_memory.py"
+    script = Path(__file__).resolve().parents[2] / "benchmarks" / "list_memory.py"
     done = subprocess.run(
         [sys.executable, str(script), "--smoke"], capture_output=True, text=True, timeout=300
     )

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 PAGES = sorted([ROOT / "README.md", *(ROOT / "docs").rglob("*.md")])
 
 _BLOCK = re.compile(
@@ -63,7 +63,9 @@ def blocks_of(page: Path) -> list[str]:
 
 # Pages whose examples are files of a real project, run by a test of their own.
 TESTED_ELSEWHERE = {
-    "docs/integrations/alembic.md": "tests/integrations2/test_alembic.py runs its env.py and steps",
+    "docs/integrations/alembic.md": (
+        "tests/contrib/alembic/test_alembic.py runs its env.py and steps"
+    ),
 }
 
 PAGES_WITH_CODE = [

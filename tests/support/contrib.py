@@ -1,10 +1,8 @@
-"""Tests of the decorator and the scheduler/framework integrations (``joblocks.contrib``).
+"""Helpers of the integration tests (tests/contrib) and the decorator's (tests/core).
 
-Each integration runs against the real library it integrates with; the multi-process
-ones (APScheduler, Celery) start real processes. Helpers shared by the modules live
-here (fixtures are defined in each module: ``backend`` is parametrized by the suite's
-conftest over every database, ``lock_db`` here over SQLite and PostgreSQL only, for
-the slower scenarios).
+Fixtures are defined in each test module: ``backend`` is parametrized by the suite's
+conftest over every database, ``lock_db`` over :data:`LOCK_DBS` (SQLite and
+PostgreSQL only, for the slower multi-process scenarios).
 """
 
 from __future__ import annotations
@@ -21,7 +19,7 @@ import joblocks
 import joblocks.aio
 from joblocks import _config
 
-#: The repository root: child processes import ``tests.integrations.*`` from here.
+#: The repository root: child processes import ``tests.*`` from here.
 ROOT = Path(__file__).resolve().parents[2]
 
 #: The databases of the multi-process scenarios (MariaDB adds minutes, not coverage:

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 from sqlalchemy import URL, make_url
 
-from .._servers import Server
+from .servers import Server
 
 
 @contextlib.contextmanager

@@ -16,13 +16,13 @@ from sqlalchemy import create_engine, inspect
 import joblocks
 from joblocks._schema import sqlite_counter_ddl
 
-from ._helpers import fresh_database
+from ...support.databases import fresh_database
 
 alembic = pytest.importorskip("alembic")
 from alembic import command  # noqa: E402
 from alembic.config import Config  # noqa: E402
 
-DOC = Path(__file__).resolve().parents[2] / "docs" / "integrations" / "alembic.md"
+DOC = Path(__file__).resolve().parents[3] / "docs" / "integrations" / "alembic.md"
 
 
 def _blocks() -> list[str]:

@@ -5,7 +5,7 @@ The main scenario runs two replicas — two processes, each with a real
 them a few hundred milliseconds late for the "skewed" jobs. Each run and each skip is
 written to a shared file; every slot must have exactly one run and one skip.
 
-This module is also the replica program: ``python -m tests.integrations.test_apscheduler``.
+This module is also the replica program: ``python -m tests.contrib.apscheduler.test_apscheduler``.
 """
 
 from __future__ import annotations
@@ -40,10 +40,12 @@ from joblocks.contrib.apscheduler import (
     locked_job,
 )
 
-from . import LOCK_DBS, PYTHON, ROOT, child_env, configured, lock_db_url
+from ...support.contrib import LOCK_DBS, PYTHON, ROOT, child_env, configured, lock_db_url
 
 UTC = timezone.utc
 OTHER = "another-replica"
+#: This module as the replica program (``python -m``).
+REPLICA = "tests.contrib.apscheduler.test_apscheduler"
 PERIOD_S = 2
 SLOTS = 4
 SKEW_S = 0.4  # how late replica "b" fires the skewed jobs
@@ -141,7 +143,15 @@ def test_two_replicas_run_each_slot_once(lock_db: str, table_name: str, tmp_path
     out = tmp_path / "runs.jsonl"
     procs = [
         subprocess.Popen(
-            [PYTHON, "-m", "tests.integrations.test_apscheduler", lock_db, table_name, str(out), r],
+            [
+                PYTHON,
+                "-m",
+                "tests.contrib.apscheduler.test_apscheduler",
+                lock_db,
+                table_name,
+                str(out),
+                r,
+            ],
             cwd=ROOT,
             env=child_env(),
             stdin=subprocess.PIPE,

@@ -6,7 +6,7 @@ replicas would, and reads every copy's result from a file result backend: exactl
 copy runs. Each run also appends a line to a file, so "ran once" is checked on the
 side effect too.
 
-This module is also the Celery app the workers load (``-A tests.integrations.test_celery``):
+This module is also the Celery app the workers load (``-A tests.contrib.celery.test_celery``):
 it reads its broker folders and lock database from the environment.
 """
 
@@ -32,7 +32,7 @@ from kombu.utils.json import dumps
 import joblocks
 from joblocks.contrib.celery import BEAT, SingleInstanceTask, beat_min_hold
 
-from . import LOCK_DBS, PYTHON, ROOT, child_env, lock_db_url
+from ...support.contrib import LOCK_DBS, PYTHON, ROOT, child_env, lock_db_url
 
 BEAT_PERIOD_S = 60.0
 ENV_PREFIX = "JOBLOCKS_CELERY_TEST_"
@@ -167,7 +167,7 @@ class Cluster:
 
 def _start_worker(name: str, pool: str, folder: Path, env: dict[str, str]) -> subprocess.Popen[str]:
     log = (folder / f"{name}.log").open("w")
-    argv = [PYTHON, "-m", "celery", "-A", "tests.integrations.test_celery", "worker"]
+    argv = [PYTHON, "-m", "celery", "-A", "tests.contrib.celery.test_celery", "worker"]
     argv += [f"--hostname={name}@%h", f"--pool={pool}", "--concurrency=1", "--loglevel=INFO"]
     argv += ["--without-mingle", "--without-gossip", "--without-heartbeat"]
     proc = subprocess.Popen(

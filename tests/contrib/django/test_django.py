@@ -22,12 +22,12 @@ import joblocks
 from joblocks.contrib.django import url_from_settings
 from joblocks.contrib.django._ddl import create_statements, drop_statements
 
-from ._helpers import fresh_pg_database
+from ...support.databases import fresh_pg_database
 
 pytest.importorskip("django")
 
-ROOT = Path(__file__).resolve().parents[2]
-SETTINGS = "tests.integrations2.djangoproject.settings"
+ROOT = Path(__file__).resolve().parents[3]
+SETTINGS = "tests.contrib.django.djangoproject.settings"
 
 
 # -- URLs from DATABASES (no Django needed) ----------------------------------------

@@ -28,7 +28,7 @@ import joblocks
 import joblocks.aio
 from joblocks.contrib.starlette import SingletonLoop, singleton_loop
 
-from . import LOCK_DBS, configured, lock_db_url
+from ...support.contrib import LOCK_DBS, configured, lock_db_url
 
 KEY = "rates-refresh"
 

@@ -15,7 +15,7 @@ DEBUG = False
 USE_TZ = True
 INSTALLED_APPS = [
     "joblocks.contrib.django",
-    "tests.integrations2.djangoproject.jobsapp",
+    "tests.contrib.django.djangoproject.jobsapp",
 ]
 DATABASES = {"default": json.loads(os.environ["JL_DJANGO_DATABASE"])}
 JOBLOCKS_DATABASE = os.environ.get("JL_DJANGO_ALIAS", "default")
