@@ -22,25 +22,19 @@ list (an integration needing more adds it here, not a private import of its own)
 
 from __future__ import annotations
 
-from .._base import log
-from .._config import check_options, configure, get_model
-from .._decorator import KeyTemplate, SingleInstance, is_async_callable, run_leased, unique_holder
-from .._lease import LeaseOptions, check_cancel_on_loss
-from .._validate import Duration, duration_ms, lock_key
-
-__all__ = [
-    "Duration",
-    "KeyTemplate",
-    "LeaseOptions",
-    "SingleInstance",
-    "check_cancel_on_loss",
-    "check_options",
-    "configure",
-    "duration_ms",
-    "get_model",
-    "is_async_callable",
-    "lock_key",
-    "log",
-    "run_leased",
-    "unique_holder",
-]
+# Re-exported with ``as`` (mypy's explicit re-export) and without ``__all__``: the names
+# are for the integrations, not a public API of their own.
+from .._base import log as log
+from .._config import check_options as check_options
+from .._config import configure as configure
+from .._config import get_model as get_model
+from .._decorator import KeyTemplate as KeyTemplate
+from .._decorator import SingleInstance as SingleInstance
+from .._decorator import is_async_callable as is_async_callable
+from .._decorator import run_leased as run_leased
+from .._decorator import unique_holder as unique_holder
+from .._lease import LeaseOptions as LeaseOptions
+from .._lease import check_cancel_on_loss as check_cancel_on_loss
+from .._validate import Duration as Duration
+from .._validate import duration_ms as duration_ms
+from .._validate import lock_key as lock_key
