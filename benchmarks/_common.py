@@ -187,7 +187,7 @@ class Databases:
 
 
 def start_databases(wanted: Sequence[str], tmp: Path) -> Databases:
-    from tests._servers import ServerUnavailable, start_mariadb, start_postgres
+    from tests.support.servers import ServerUnavailable, start_mariadb, start_postgres
 
     dbs = Databases()
     for db in wanted:

@@ -20,7 +20,7 @@ and, once per database, a raw-driver baseline of the uncontended one-key pair (t
 very SQL text of the ``upsert`` path sent straight through sqlite3 / psycopg /
 pymysql), with the joblocks/raw ratio of every path.
 
-PostgreSQL and MariaDB are throwaway servers (``tests/_servers.py``) stopped at the
+PostgreSQL and MariaDB are throwaway servers (``tests/support/servers.py``) stopped at the
 end, even on error; SQLite uses a file in a temporary directory.
 """
 
@@ -54,7 +54,7 @@ if str(ROOT) not in sys.path:
 
 import sqlalchemy  # noqa: E402
 from sqlalchemy import make_url  # noqa: E402
-from tests._servers import Server, ServerUnavailable, start_mariadb, start_postgres  # noqa: E402
+from tests.support.servers import Server, ServerUnavailable, start_mariadb, start_postgres  # noqa: E402
 
 import joblocks  # noqa: E402
 import joblocks.aio  # noqa: E402

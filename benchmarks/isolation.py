@@ -2,7 +2,7 @@
 
     python benchmarks/isolation.py [--seconds 2] [--rounds 5] [--before-src DIR]
 
-Starts two throwaway PostgreSQL servers (``tests/_servers.py``): one as installed
+Starts two throwaway PostgreSQL servers (``tests/support/servers.py``): one as installed
 (read committed), one with ``default_transaction_isolation = serializable``. Measures
 uncontended acquire+release pairs on one key, sync face, in a fresh child process per
 measurement: pairs/s and client CPU per pair (``time.process_time``, which the load of
@@ -91,7 +91,7 @@ def main() -> None:
         child(args.child, args.seconds, args.unprepared)
         return
 
-    from tests._servers import start_postgres
+    from tests.support.servers import start_postgres
 
     base = Path(tempfile.mkdtemp(prefix="joblocks-bench-isolation-"))
     plain = start_postgres(base)

@@ -27,7 +27,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tests._servers import ServerUnavailable, start_mariadb, start_postgres
+from tests.support.servers import ServerUnavailable, start_mariadb, start_postgres
 
 import joblocks
 

@@ -25,8 +25,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import sqlalchemy as sa
-from tests._servers import ServerUnavailable, start_mariadb, start_postgres
-from tests.test_lease_state import MS, _clock_reading, _exact_ms, ms_of
+from tests.core.test_lease_state import MS, _clock_reading, _exact_ms, ms_of
+from tests.support.servers import ServerUnavailable, start_mariadb, start_postgres
 
 import joblocks
 from joblocks._clock import statement_now_sql

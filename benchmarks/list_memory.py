@@ -52,7 +52,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from tests._servers import ServerUnavailable, start_postgres  # noqa: E402
+from tests.support.servers import ServerUnavailable, start_postgres  # noqa: E402
 
 import joblocks  # noqa: E402
 

@@ -5,7 +5,7 @@
     bash benchmarks/peers/setup.sh                        # once: peers venv + redis-server
 
 Sections (``--sections``; all by default), each on SQLite, PostgreSQL and MariaDB
-(throwaway servers from ``tests/_servers.py``), joblocks sync and asyncio against the
+(throwaway servers from ``tests/support/servers.py``), joblocks sync and asyncio against the
 raw driver in the same run:
 
 uncontended  acquire+release pairs/s, p50/p99, distinct keys and one key

@@ -38,7 +38,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from sqlalchemy import create_engine, inspect, text
-from tests._servers import MARIADB_DATABASE
+from tests.support.servers import MARIADB_DATABASE
 
 import joblocks
 import joblocks.aio

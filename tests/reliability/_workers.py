@@ -1,6 +1,6 @@
 """Worker functions of the reliability scenarios, run in other processes.
 
-Pool tasks (spawned processes of ``conftest.Pool``) make their own models from plain
+Pool tasks (spawned processes of ``tests.support.pool.Pool``) make their own models from plain
 arguments, so nothing but strings and numbers crosses a process boundary. Times are
 ``time.monotonic()``: CLOCK_MONOTONIC is one clock for the whole machine, comparable
 across processes and never stepped. Times in milliseconds named ``*_ms`` are the
@@ -18,58 +18,14 @@ import sys
 import threading
 import time
 from collections import Counter
-from typing import Any, Callable, NamedTuple
+from typing import Any
 
 import sqlalchemy as sa
 
 import joblocks
 
+from ..support.pool import BARRIER_TIMEOUT_S, shared, start_together, stopped
 from ._support import open_fds, rss_mb
-
-BARRIER_TIMEOUT_S = 60.0
-
-
-class Shared(NamedTuple):
-    """Counters in shared memory, inherited by the pool's processes."""
-
-    stop: Any
-    inside: Any
-    max_inside: Any
-
-
-_barriers: dict[int, Any] = {}
-_shared: Shared | None = None
-_party = 1
-
-
-def init_pool(barriers: dict[int, Any], shared: Shared) -> None:
-    """Pool initializer: keep the barriers and counters; import the drivers up front."""
-    global _barriers, _shared
-    _barriers = barriers
-    _shared = shared
-    import psycopg  # noqa: F401
-    import pymysql  # noqa: F401
-
-
-def task(party: int, fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
-    """Run one call of a batch of ``party`` calls (see ``Pool.submit``)."""
-    global _party
-    _party = party
-    return fn(*args)
-
-
-def shared() -> Shared:
-    assert _shared is not None, "not in a pool process"
-    return _shared
-
-
-def start_together() -> None:
-    """Block until every call of this batch is at the barrier."""
-    _barriers[_party].wait(BARRIER_TIMEOUT_S)
-
-
-def stopped() -> bool:
-    return bool(shared().stop.value)
 
 
 def hello() -> int:

@@ -24,7 +24,7 @@ import joblocks
 import joblocks.aio
 from joblocks import _engines
 
-from .. import _servers
+from ..support import servers as _servers
 from . import _workers as workers
 from ._support import Reporter, TcpProxy, dropped, need_root_tool
 

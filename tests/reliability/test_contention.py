@@ -12,9 +12,9 @@ from typing import Any, NamedTuple
 import pytest
 import sqlalchemy as sa
 
+from ..support.pool import Pool
 from . import _workers as workers
 from ._support import Reporter, percentile
-from .conftest import Pool
 
 pytestmark = pytest.mark.reliability
 

@@ -16,9 +16,9 @@ from collections import Counter
 
 import pytest
 
+from ..support.pool import Pool
 from . import _workers as workers
 from ._support import Reporter
-from .conftest import Pool
 
 pytestmark = pytest.mark.reliability
 

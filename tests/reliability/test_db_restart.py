@@ -18,10 +18,10 @@ import sqlalchemy as sa
 
 import joblocks
 
-from .. import _servers
+from ..support import servers as _servers
+from ..support.pool import Pool
 from . import _workers as workers
 from ._support import Reporter, percentile
-from .conftest import Pool
 
 pytestmark = [pytest.mark.reliability, pytest.mark.server]
 

@@ -16,9 +16,9 @@ import sqlalchemy as sa
 
 import joblocks
 
+from ..support.pool import SPAWN, Pool
 from . import _workers as workers
 from ._support import Reporter
-from .conftest import SPAWN, Pool
 
 pytestmark = pytest.mark.reliability
 

@@ -18,10 +18,10 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from .. import _servers
+from ..support import servers as _servers
+from ..support.pool import Pool
 from . import _workers as workers
 from ._support import Reporter
-from .conftest import Pool
 
 pytestmark = [pytest.mark.reliability, pytest.mark.server, pytest.mark.timeout(600)]
 

@@ -17,9 +17,9 @@ import pytest
 
 import joblocks
 
+from ..support.pool import SPAWN
 from . import _workers as workers
 from ._support import Reporter, fill, need_root_tool, remount, small_tmpfs
-from .conftest import SPAWN
 
 pytestmark = pytest.mark.reliability
 

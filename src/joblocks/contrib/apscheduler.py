@@ -27,12 +27,9 @@ from typing import TYPE_CHECKING, Any, Callable
 from apscheduler.executors.base import run_job  # type: ignore[import-untyped]
 from apscheduler.executors.pool import ThreadPoolExecutor  # type: ignore[import-untyped]
 
-from .. import _validate
-from .._base import log
-from .._config import get_model
-from .._decorator import SingleInstance, run_leased, unique_holder
-from .._lease import LeaseOptions
-from .._model import JobLockModel
+from .. import JobLockModel
+from . import _support
+from ._support import LeaseOptions, SingleInstance, get_model, log, run_leased, unique_holder
 
 if TYPE_CHECKING:
     from .. import aio
@@ -81,7 +78,7 @@ def derived_min_hold(
     run_time: datetime,
     *,
     now: datetime | None = None,
-    clock_skew: _validate.Duration = DEFAULT_CLOCK_SKEW_MS,
+    clock_skew: _support.Duration = DEFAULT_CLOCK_SKEW_MS,
 ) -> int:
     """How long (ms from ``now``) to keep the lock of a run scheduled at ``run_time``.
 
@@ -97,7 +94,7 @@ def derived_min_hold(
     is :data:`NO_NEXT_FIRE_HOLD_MS`. Never negative. ``clock_skew`` is milliseconds
     (int or float) or a ``datetime.timedelta``.
     """
-    skew_ms = _validate.duration_ms(clock_skew, "clock_skew", allow_zero=True)
+    skew_ms = _support.duration_ms(clock_skew, "clock_skew", allow_zero=True)
     if now is None:
         now = datetime.now(timezone.utc)
     limits: list[datetime] = []
@@ -146,16 +143,16 @@ class LockedExecutor(ThreadPoolExecutor):  # type: ignore[misc]
         max_workers: int = 10,
         pool_kwargs: dict[str, Any] | None = None,
         *,
-        ttl: _validate.Duration = DEFAULT_TTL_MS,
+        ttl: _support.Duration = DEFAULT_TTL_MS,
         keepalive: bool = True,
-        renew_every: _validate.Duration | None = None,
-        max_hold: _validate.Duration | None = None,
-        min_hold: _validate.Duration | None = None,
-        clock_skew: _validate.Duration = DEFAULT_CLOCK_SKEW_MS,
+        renew_every: _support.Duration | None = None,
+        max_hold: _support.Duration | None = None,
+        min_hold: _support.Duration | None = None,
+        clock_skew: _support.Duration = DEFAULT_CLOCK_SKEW_MS,
         key: Callable[[Any], str] | None = None,
         model: JobLockModel | None = None,
     ) -> None:
-        self.ttl_ms = _validate.duration_ms(ttl, "ttl")
+        self.ttl_ms = _support.duration_ms(ttl, "ttl")
         LeaseOptions(
             ttl_ms=self.ttl_ms,
             holder=None,
@@ -169,9 +166,9 @@ class LockedExecutor(ThreadPoolExecutor):  # type: ignore[misc]
         self.min_hold_ms = (
             None
             if min_hold is None
-            else _validate.duration_ms(min_hold, "min_hold", allow_zero=True)
+            else _support.duration_ms(min_hold, "min_hold", allow_zero=True)
         )
-        self.clock_skew_ms = _validate.duration_ms(clock_skew, "clock_skew", allow_zero=True)
+        self.clock_skew_ms = _support.duration_ms(clock_skew, "clock_skew", allow_zero=True)
         if key is not None and not callable(key):
             raise TypeError(f"key must be callable (job -> str), not {type(key).__name__}")
         if model is not None and not isinstance(model, JobLockModel):
@@ -187,7 +184,7 @@ class LockedExecutor(ThreadPoolExecutor):  # type: ignore[misc]
 
     def lock_key(self, job: Any) -> str:
         """The lock key of ``job`` (validated)."""
-        return _validate.lock_key(self._key(job), "key")
+        return _support.lock_key(self._key(job), "key")
 
     def _do_submit_job(self, job: Any, run_times: list[datetime]) -> None:
         key = self.lock_key(job)  # a bad key fails the submission, logged by the scheduler
@@ -234,15 +231,15 @@ class LockedExecutor(ThreadPoolExecutor):  # type: ignore[misc]
 
 def locked_job(
     *,
-    ttl: _validate.Duration,
-    min_hold: _validate.Duration | None,
+    ttl: _support.Duration,
+    min_hold: _support.Duration | None,
     key: str | None = None,
     model: JobLockModel | aio.JobLockModel | None = None,
     keepalive: bool = False,
-    renew_every: _validate.Duration | None = None,
-    wait: _validate.Duration | None = None,
+    renew_every: _support.Duration | None = None,
+    wait: _support.Duration | None = None,
     on_lost: Callable[[Any], None] | None = None,
-    max_hold: _validate.Duration | None = None,
+    max_hold: _support.Duration | None = None,
     cancel_on_loss: bool = False,
 ) -> SingleInstance:
     """A wrapper that makes a job function run only where its lock can be taken.

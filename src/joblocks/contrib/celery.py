@@ -25,19 +25,16 @@ from typing import Any, Callable, Union
 
 from celery import Task  # type: ignore[import-untyped]
 
-from .. import _validate
-from .._base import log
-from .._config import get_model
-from .._decorator import KeyTemplate, run_leased, unique_holder
-from .._lease import LeaseOptions
-from .._model import JobLockModel
+from .. import JobLockModel
+from . import _support
+from ._support import KeyTemplate, LeaseOptions, get_model, log, run_leased, unique_holder
 
 __all__ = ["BEAT", "SingleInstanceTask", "beat_min_hold"]
 
 #: ``lock_min_hold = BEAT`` (the default): derive the hold from ``beat_schedule``.
 BEAT = "beat"
 
-MinHold = Union[_validate.Duration, str, None]
+MinHold = Union[_support.Duration, str, None]
 
 
 def beat_min_hold(app: Any, task_name: str) -> int:
@@ -97,12 +94,12 @@ class SingleInstanceTask(Task):  # type: ignore[misc]
     """
 
     lock_key: str | None = None
-    lock_ttl: _validate.Duration = 60_000
+    lock_ttl: _support.Duration = 60_000
     lock_keepalive: bool = True
-    lock_renew_every: _validate.Duration | None = None
-    lock_max_hold: _validate.Duration | None = None
+    lock_renew_every: _support.Duration | None = None
+    lock_max_hold: _support.Duration | None = None
     lock_min_hold: MinHold = BEAT
-    lock_wait: _validate.Duration | None = None
+    lock_wait: _support.Duration | None = None
     lock_model: JobLockModel | str | None = None
 
     _joblocks_key: KeyTemplate | None = None
@@ -110,7 +107,7 @@ class SingleInstanceTask(Task):  # type: ignore[misc]
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         # Checked when the task is defined (``@app.task`` makes the subclass).
-        ttl_ms = _validate.duration_ms(cls.lock_ttl, "lock_ttl")
+        ttl_ms = _support.duration_ms(cls.lock_ttl, "lock_ttl")
         min_hold = cls.lock_min_hold
         if isinstance(min_hold, str):
             if min_hold != BEAT:
@@ -155,7 +152,7 @@ class SingleInstanceTask(Task):  # type: ignore[misc]
             return model
         return get_model(model)  # type: ignore[no-any-return]
 
-    def _lock_min_hold(self) -> _validate.Duration | None:
+    def _lock_min_hold(self) -> _support.Duration | None:
         if self.lock_min_hold == BEAT:
             return beat_min_hold(self.app, self.name)
         return self.lock_min_hold  # type: ignore[return-value]

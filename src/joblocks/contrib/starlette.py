@@ -29,11 +29,9 @@ from collections.abc import AsyncIterator, Awaitable
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Callable
 
-from .. import _validate
-from .._base import log
-from .._decorator import is_async_callable, unique_holder
-from .._errors import LockError
-from .._lease import LeaseOptions, check_cancel_on_loss
+from .. import LockError
+from . import _support
+from ._support import LeaseOptions, check_cancel_on_loss, is_async_callable, log, unique_holder
 
 if TYPE_CHECKING:
     from .. import aio
@@ -58,17 +56,17 @@ class SingletonLoop:
     def __init__(
         self,
         key: str,
-        interval: _validate.Duration,
+        interval: _support.Duration,
         func: Callable[[], Awaitable[Any]],
         *,
-        ttl: _validate.Duration = DEFAULT_TTL_MS,
-        retry_every: _validate.Duration | None = None,
-        renew_every: _validate.Duration | None = None,
+        ttl: _support.Duration = DEFAULT_TTL_MS,
+        retry_every: _support.Duration | None = None,
+        renew_every: _support.Duration | None = None,
         cancel_on_loss: bool = True,
         model: aio.JobLockModel | None = None,
     ) -> None:
-        self.key = _validate.lock_key(key, "key")
-        self.interval_ms = _validate.duration_ms(interval, "interval")
+        self.key = _support.lock_key(key, "key")
+        self.interval_ms = _support.duration_ms(interval, "interval")
         if not callable(func):
             raise TypeError(f"func must be callable, not {type(func).__name__}")
         if inspect.isasyncgenfunction(func) or not is_async_callable(func):
@@ -77,7 +75,7 @@ class SingletonLoop:
                 "blocking work in it with asyncio.to_thread"
             )
         self.func = func
-        self.ttl_ms = _validate.duration_ms(ttl, "ttl")
+        self.ttl_ms = _support.duration_ms(ttl, "ttl")
         LeaseOptions(
             ttl_ms=self.ttl_ms,
             holder=None,
@@ -92,7 +90,7 @@ class SingletonLoop:
         self.retry_every_ms = (
             min(self.interval_ms, self.ttl_ms)
             if retry_every is None
-            else _validate.duration_ms(retry_every, "retry_every")
+            else _support.duration_ms(retry_every, "retry_every")
         )
         self.cancel_on_loss = check_cancel_on_loss(cancel_on_loss, keepalive=True)
         if model is not None:
@@ -279,12 +277,12 @@ async def _release(held: aio.Lease) -> None:
 
 def singleton_loop(
     key: str,
-    interval: _validate.Duration,
+    interval: _support.Duration,
     func: Callable[[], Awaitable[Any]],
     *,
-    ttl: _validate.Duration = DEFAULT_TTL_MS,
-    retry_every: _validate.Duration | None = None,
-    renew_every: _validate.Duration | None = None,
+    ttl: _support.Duration = DEFAULT_TTL_MS,
+    retry_every: _support.Duration | None = None,
+    renew_every: _support.Duration | None = None,
     cancel_on_loss: bool = True,
     model: aio.JobLockModel | None = None,
 ) -> SingletonLoop:

@@ -33,8 +33,8 @@ from typing import Any
 
 from sqlalchemy import URL
 
-from ... import _config
-from ..._model import JobLockModel
+from ... import JobLockModel
+from .. import _support
 from ._urls import url_from_settings
 from .decorators import single_instance_command
 
@@ -75,7 +75,7 @@ def model_options() -> dict[str, Any]:
     options = getattr(_settings(), "JOBLOCKS_OPTIONS", None) or {}
     if not isinstance(options, dict):
         raise TypeError(f"JOBLOCKS_OPTIONS must be a dict, not {type(options).__name__}")
-    return _config.check_options(options)
+    return _support.check_options(options)
 
 
 def database_url(alias: str | None = None) -> URL:
@@ -113,4 +113,4 @@ def configure(alias: str | None = None) -> None:
     The app calls this at start-up unless ``JOBLOCKS_CONFIGURE = False``. Call it again
     after Django's test runner has set up the test database to move the default there.
     """
-    _config.configure(database_url(alias), **model_options())
+    _support.configure(database_url(alias), **model_options())

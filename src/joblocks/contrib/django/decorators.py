@@ -6,8 +6,8 @@ import functools
 import sys
 from typing import Any, Callable, TypeVar, cast
 
-from ... import _validate
-from ..._run import run_with_lock
+from ... import run_with_lock
+from .. import _support
 
 Handle = TypeVar("Handle", bound=Callable[..., Any])
 
@@ -20,15 +20,15 @@ def command_name(command: object) -> str:
 
 
 def single_instance_command(
-    ttl: _validate.Duration,
+    ttl: _support.Duration,
     *,
     key: str | None = None,
     using: str | None = None,
     keepalive: bool = False,
-    renew_every: _validate.Duration | None = None,
-    min_hold: _validate.Duration | None = None,
-    wait: _validate.Duration | None = None,
-    max_hold: _validate.Duration | None = None,
+    renew_every: _support.Duration | None = None,
+    min_hold: _support.Duration | None = None,
+    wait: _support.Duration | None = None,
+    max_hold: _support.Duration | None = None,
 ) -> Callable[[Handle], Handle]:
     """Decorate ``BaseCommand.handle`` so that only one instance runs at a time.
 
@@ -40,9 +40,9 @@ def single_instance_command(
     ``wait`` and ``max_hold`` are passed on to ``run_with_lock``; like ``ttl``, they
     are milliseconds (int or float) or a ``datetime.timedelta``.
     """
-    _validate.duration_ms(ttl, "ttl")
+    _support.duration_ms(ttl, "ttl")
     if key is not None:
-        _validate.lock_key(key, "key")
+        _support.lock_key(key, "key")
 
     def decorate(handle: Handle) -> Handle:
         if not callable(handle):

@@ -1,0 +1,40 @@
+"""What the integrations need of the library beyond its public API: the one seam between
+``joblocks`` and ``joblocks.contrib``.
+
+Every module of ``joblocks.contrib`` imports the library only from here and from the
+public ``joblocks`` / ``joblocks.aio`` API, so what an integration may rely on is this
+list (an integration needing more adds it here, not a private import of its own):
+
+- validating arguments before anything else: :data:`Duration` (ms as an ``int``, or a
+  ``timedelta``), :func:`duration_ms`, :func:`lock_key`, :class:`LeaseOptions` (the
+  lease options, validated once), :func:`check_cancel_on_loss`, :func:`check_options`
+  (the model options of ``configure``);
+- lock keys from a job's arguments: :class:`KeyTemplate` (a ``str.format`` template
+  checked against the function's signature);
+- running under a lease: :func:`run_leased` (``(ran, result)``, the lease released
+  quietly afterwards), :class:`SingleInstance` (the decorator's wrapper, also the
+  APScheduler executor's), :func:`is_async_callable` (which face runs a function);
+- :func:`unique_holder`: a holder of its own for every run (this process's worker id
+  and a random suffix), so that a lease kept by ``min_hold`` shuts out later runs;
+- the default model: :func:`get_model` (sync, as set by :func:`configure`);
+- :data:`log`: the library's logger (``"joblocks"``).
+"""
+
+from __future__ import annotations
+
+# Re-exported with ``as`` (mypy's explicit re-export) and without ``__all__``: the names
+# are for the integrations, not a public API of their own.
+from .._base import log as log
+from .._config import check_options as check_options
+from .._config import configure as configure
+from .._config import get_model as get_model
+from .._decorator import KeyTemplate as KeyTemplate
+from .._decorator import SingleInstance as SingleInstance
+from .._decorator import is_async_callable as is_async_callable
+from .._decorator import run_leased as run_leased
+from .._decorator import unique_holder as unique_holder
+from .._lease import LeaseOptions as LeaseOptions
+from .._lease import check_cancel_on_loss as check_cancel_on_loss
+from .._validate import Duration as Duration
+from .._validate import duration_ms as duration_ms
+from .._validate import lock_key as lock_key

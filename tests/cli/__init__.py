@@ -1,0 +1,1 @@
+"""The command line (``joblocks``/``python -m joblocks``), run as real processes."""

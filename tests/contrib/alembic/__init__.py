@@ -1,0 +1,1 @@
+"""The lock table in Alembic migrations, as docs/integrations/alembic.md says."""

@@ -1,0 +1,1 @@
+"""Tests of ``joblocks.contrib.django``."""

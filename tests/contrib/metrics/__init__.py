@@ -1,0 +1,1 @@
+"""Tests of ``joblocks.metrics``: lock events as prometheus_client and OpenTelemetry metrics."""

@@ -1,0 +1,1 @@
+"""The library's own behaviour on every database × face: the contract, leases, races, failures."""

@@ -1,0 +1,1 @@
+"""The documentation: every python block of README and docs/ runs; the examples run."""
