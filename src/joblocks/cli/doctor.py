@@ -30,7 +30,7 @@ import uuid
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ._cli_common import (
+from ._common import (
     EXIT_NO,
     EXIT_OK,
     backend_hint,
@@ -41,10 +41,10 @@ from ._cli_common import (
     sqlite_file,
     table_options,
 )
-from ._cli_format import dump_json, err, out
+from ._format import dump_json, err, out
 
 if TYPE_CHECKING:
-    from ._model import JobLockModel
+    from .._model import JobLockModel
 
 #: Round trips to measure (the median is reported).
 SAMPLES = 5
@@ -195,9 +195,9 @@ def _text(report: Report) -> str:
 
 
 def _examine(args: argparse.Namespace, report: Report) -> None:
-    from ._engines import mask
-    from ._errors import LockBackendError
-    from ._model import JobLockModel
+    from .._engines import mask
+    from .._errors import LockBackendError
+    from .._model import JobLockModel
 
     try:
         url, source = resolve_url(args)
@@ -241,7 +241,7 @@ def _examine(args: argparse.Namespace, report: Report) -> None:
 
 
 def _connect(model: JobLockModel, report: Report) -> bool:
-    from ._errors import LockBackendError
+    from .._errors import LockBackendError
 
     started = time.perf_counter()
     try:
@@ -332,8 +332,8 @@ def _clock(model: JobLockModel, report: Report) -> None:
 def _table(model: JobLockModel, report: Report) -> bool:
     from sqlalchemy import inspect, text
 
-    from ._errors import LockBackendError, translate
-    from ._schema import fence_counter_name, fence_sequence_name
+    from .._errors import LockBackendError, translate
+    from .._schema import fence_counter_name, fence_sequence_name
 
     locks = model.table
     shown = locks.fullname
@@ -390,7 +390,7 @@ def _table(model: JobLockModel, report: Report) -> bool:
 
 
 def _probe(model: JobLockModel, report: Report) -> None:
-    from ._errors import LockBackendError
+    from .._errors import LockBackendError
 
     key = f"joblocks-doctor:{uuid.uuid4().hex}"
     holder = f"joblocks-doctor:{operator()}"[:200]
@@ -432,7 +432,7 @@ def _probe(model: JobLockModel, report: Report) -> None:
 def _pooler(model: JobLockModel, report: Report) -> None:
     """PostgreSQL: is a connection pooler in between, and does it share server
     connections between clients? (See the module docstring.)"""
-    from ._errors import LockBackendError, translate
+    from .._errors import LockBackendError, translate
 
     if model.engine.dialect.name != "postgresql":
         return
@@ -482,7 +482,7 @@ def _pooler_seen(engine: Any) -> tuple[bool, bool]:
 
 def _isolation(model: JobLockModel, report: Report) -> None:
     """PostgreSQL: say so when the default isolation is not read committed."""
-    from ._errors import LockBackendError, translate
+    from .._errors import LockBackendError, translate
 
     if model.engine.dialect.name != "postgresql":
         return
