@@ -208,7 +208,7 @@ def _report(exc: Exception, debug: bool) -> int:
     from .._errors import LockBackendError, LockError
 
     if isinstance(exc, LockBackendError):
-        err(f"{exc}{backend_hint(exc.detail)}")
+        err(f"{exc}{backend_hint(exc)}")
         code = EXIT_BACKEND
     elif isinstance(exc, LockError):
         err(str(exc))

@@ -14,6 +14,7 @@ from ._format import parse_duration
 if TYPE_CHECKING:
     from sqlalchemy import URL
 
+    from .._errors import LockBackendError
     from .._model import JobLockModel
 
 #: Success (``run``: the command's own exit code is used instead).
@@ -49,8 +50,6 @@ def describe_source(source: str | None) -> str:
 
 #: URL backends joblocks supports.
 SUPPORTED_BACKENDS = ("sqlite", "postgresql", "mysql", "mariadb")
-
-_MISSING_TABLE = ("no such table", "does not exist", "doesn't exist", "undefinedtable")
 
 
 class CliError(Exception):
@@ -131,19 +130,22 @@ def open_model(
     return JobLockModel(url, table_name=table, schema=schema, create_table=create_table)
 
 
-def backend_hint(detail: str) -> str:
-    """Advice to add to a database error, or an empty string."""
-    low = detail.lower()
-    if any(marker in low for marker in _MISSING_TABLE):
+def backend_hint(exc: LockBackendError) -> str:
+    """Advice to add to a database error, by its kind, or an empty string."""
+    from .._errors import LockConnectionError, LockDriverMissing, LockTableMissing
+
+    if isinstance(exc, LockTableMissing):
         return (
             " (is the lock table created? run `joblocks init` with the same --url/--table/--schema)"
         )
-    if "unable to open database file" in low:
+    if isinstance(exc, LockConnectionError) and exc.database.startswith("sqlite"):
         return " (does the SQLite file's directory exist, and is it writable?)"
-    if "no module named 'psycopg" in low:
-        return " (install the driver: pip install 'joblocks[postgresql]')"
-    if "no module named 'pymysql" in low or "no module named 'mysqldb" in low:
-        return " (install the driver: pip install 'joblocks[mysql]')"
+    if isinstance(exc, LockDriverMissing):
+        module = (exc.module or "").lower()
+        if module.startswith("psycopg"):
+            return " (install the driver: pip install 'joblocks[postgresql]')"
+        if module.startswith(("pymysql", "mysqldb")):
+            return " (install the driver: pip install 'joblocks[mysql]')"
     return ""
 
 

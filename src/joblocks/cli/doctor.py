@@ -82,38 +82,21 @@ POOLER_FIX = (
     "cursors) cannot work through it. See docs/howto/poolers.md"
 )
 
-# PostgreSQL SQLSTATEs (by class or exact code) and MariaDB error numbers -> hint.
-_PG_HINTS = {
-    "25006": READ_ONLY_HINT,  # read_only_sql_transaction
-    "57014": TIMEOUT_HINT,  # query_canceled (statement_timeout)
-    "55P03": TIMEOUT_HINT,  # lock_not_available (lock_timeout)
-    "42501": GRANT_HINT,  # insufficient_privilege
+AUTH_HINT = "the server refused the user or password: check them in the URL"
+NO_DATABASE_HINT = "the database does not exist: create it, or fix the database name in the URL"
+
+# The kind of failure (joblocks._errors decides it, from the SQLSTATE or error number)
+# chooses the hint; a few connection failures have one of their own.
+_CODE_HINTS: dict[str | int, str] = {
     "26000": PREPARED_HINT,  # invalid_sql_statement_name
     "42P05": PREPARED_HINT,  # duplicate_prepared_statement
-    "3D000": "the database does not exist: create it, or fix the database name in the URL",
+    "3D000": NO_DATABASE_HINT,
+    1049: NO_DATABASE_HINT,  # ER_BAD_DB_ERROR
     "53300": "the server has no connection slots left (max_connections): close idle "
     "connections, or use a pooler",
-    "57P03": "the server is starting up, shutting down or in recovery: try again shortly",
-}
-_PG_CLASS_HINTS = {
-    "08": CONNECT_HINT,  # connection exception
-    "28": "the server refused the user or password: check them in the URL",
-}
-_MYSQL_HINTS = {
-    1290: READ_ONLY_HINT,  # ER_OPTION_PREVENTS_STATEMENT (--read-only)
-    1792: READ_ONLY_HINT,  # ER_CANT_EXECUTE_IN_READ_ONLY_TRANSACTION
-    1969: TIMEOUT_HINT,  # ER_STATEMENT_TIMEOUT (max_statement_time)
-    3024: TIMEOUT_HINT,  # ER_QUERY_TIMEOUT (MySQL max_execution_time)
-    1205: TIMEOUT_HINT,  # ER_LOCK_WAIT_TIMEOUT
-    1142: GRANT_HINT,  # ER_TABLEACCESS_DENIED_ERROR
-    1143: GRANT_HINT,  # ER_COLUMNACCESS_DENIED_ERROR
-    1044: GRANT_HINT,  # ER_DBACCESS_DENIED_ERROR
-    1045: "the server refused the user or password: check them in the URL",
-    1049: "the database does not exist: create it, or fix the database name in the URL",
     1040: "the server has no connection slots left (max_connections)",
-    2003: CONNECT_HINT,  # CR_CONN_HOST_ERROR
-    2006: CONNECT_HINT,  # CR_SERVER_GONE_ERROR
-    2013: CONNECT_HINT,  # CR_SERVER_LOST
+    "57P03": "the server is starting up, shutting down or in recovery: try again shortly",
+    1045: AUTH_HINT,  # ER_ACCESS_DENIED_ERROR
 }
 
 
@@ -505,15 +488,30 @@ def _isolation(model: JobLockModel, report: Report) -> None:
 
 
 def _hint(exc: BaseException, default: str = CONNECT_HINT) -> str:
-    """The advice for a failure, chosen by the driver error's SQLSTATE or error number."""
-    orig = getattr(exc.__cause__, "orig", None) or exc.__cause__
-    sqlstate = getattr(orig, "sqlstate", None)
-    if isinstance(sqlstate, str) and sqlstate:
-        hint = _PG_HINTS.get(sqlstate) or _PG_CLASS_HINTS.get(sqlstate[:2])
-        if hint is not None:
-            return hint
-    args = getattr(orig, "args", ())
-    if args and isinstance(args[0], int) and args[0] in _MYSQL_HINTS:
-        return _MYSQL_HINTS[args[0]]
-    detail = getattr(exc, "detail", None) or str(exc)
-    return backend_hint(detail).strip(" ()") or default
+    """The advice for a failure, chosen by its kind (see :mod:`joblocks._errors`)."""
+    from .._errors import (
+        LockBackendError,
+        LockConnectionError,
+        LockPermissionError,
+        LockReadOnlyError,
+        LockTimeoutError,
+    )
+
+    if not isinstance(exc, LockBackendError):
+        return default
+    code = exc.code
+    if code is not None and code in _CODE_HINTS:
+        return _CODE_HINTS[code]
+    if isinstance(code, str) and code.startswith("28"):  # invalid authorization
+        return AUTH_HINT
+    server = not exc.database.startswith("sqlite")
+    if server and isinstance(exc, LockReadOnlyError):
+        return READ_ONLY_HINT
+    if server and isinstance(exc, LockPermissionError):
+        return GRANT_HINT
+    if server and isinstance(exc, LockTimeoutError):
+        # A server's statement or lock time-out has a code; a network one has none.
+        return TIMEOUT_HINT if code is not None else CONNECT_HINT
+    if server and isinstance(exc, LockConnectionError):
+        return CONNECT_HINT
+    return backend_hint(exc).strip(" ()") or default
