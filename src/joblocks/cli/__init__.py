@@ -15,7 +15,8 @@ with a ``register(sub, common)`` function, which :func:`build_parser` calls in t
 - :mod:`.setup`: ``init``, ``doctor``, ``where``, the commands about the set-up
   (the doctor's checks are in :mod:`.doctor`);
 - :mod:`._common`: what they share (exit codes, the database and model from the
-  options, the argument types for durations, keys and names, hints for errors);
+  options, the argument types for durations, keys and names);
+- :mod:`._hints`: the advice added to a database error, by its kind;
 - :mod:`._format`: durations, times, tables and JSON for the output.
 
 Imports are kept lazy: parsing the command line needs only the standard library, and
@@ -41,12 +42,12 @@ from ._common import (
     EXIT_USAGE,
     CliError,
     Parser,
-    backend_hint,
     checked,
     schema_name_type,
     table_name_type,
 )
 from ._format import err
+from ._hints import backend_hint
 
 __all__ = ["build_parser", "main"]
 

@@ -14,7 +14,6 @@ from ._format import parse_duration
 if TYPE_CHECKING:
     from sqlalchemy import URL
 
-    from .._errors import LockBackendError
     from .._model import JobLockModel
 
 #: Success (``run``: the command's own exit code is used instead).
@@ -128,25 +127,6 @@ def open_model(
         require_sqlite_file(url)
     table, schema = table_options(args)
     return JobLockModel(url, table_name=table, schema=schema, create_table=create_table)
-
-
-def backend_hint(exc: LockBackendError) -> str:
-    """Advice to add to a database error, by its kind, or an empty string."""
-    from .._errors import LockConnectionError, LockDriverMissing, LockTableMissing
-
-    if isinstance(exc, LockTableMissing):
-        return (
-            " (is the lock table created? run `joblocks init` with the same --url/--table/--schema)"
-        )
-    if isinstance(exc, LockConnectionError) and exc.database.startswith("sqlite"):
-        return " (does the SQLite file's directory exist, and is it writable?)"
-    if isinstance(exc, LockDriverMissing):
-        module = (exc.module or "").lower()
-        if module.startswith("psycopg"):
-            return " (install the driver: pip install 'joblocks[postgresql]')"
-        if module.startswith(("pymysql", "mysqldb")):
-            return " (install the driver: pip install 'joblocks[mysql]')"
-    return ""
 
 
 def operator() -> str:

@@ -15,9 +15,9 @@ the server connections; and when two client connections see the same backend, on
 after the other, server connections are shared between clients (transaction or
 statement pooling, e.g. PgBouncer's ``pool_mode = transaction``).
 
-Hints for failures are chosen by the error's SQLSTATE (PostgreSQL) or error number
-(MariaDB), not its message text: a read-only server, a timeout, missing privileges,
-a missing database, the connection itself.
+Hints for failures come from :mod:`._hints`, by the kind of failure (the
+:class:`~joblocks.LockBackendError` subclass): a read-only server, a timeout, missing
+privileges, a missing database, the connection itself; never by its message text.
 """
 
 from __future__ import annotations
@@ -33,7 +33,6 @@ from typing import TYPE_CHECKING, Any
 from ._common import (
     EXIT_NO,
     EXIT_OK,
-    backend_hint,
     check_backend,
     describe_source,
     operator,
@@ -42,6 +41,7 @@ from ._common import (
     table_options,
 )
 from ._format import dump_json, err, out
+from ._hints import GRANT_HINT, POOLER_FIX, failure_hint
 
 if TYPE_CHECKING:
     from .._model import JobLockModel
@@ -55,49 +55,6 @@ CLOCK_WARN_MS = 1_000.0
 REQUIRED_COLUMNS = ("id", "holder", "acquired_at", "expires_at", "fence")
 #: Rounds of the pooler test (two client connections, one after the other).
 POOLER_ROUNDS = 5
-
-CONNECT_HINT = "check that the server runs and accepts connections from here, and the URL"
-GRANT_HINT = "grant SELECT, INSERT, UPDATE, DELETE on the table (and USAGE on its sequence)"
-READ_ONLY_HINT = (
-    "the server is read-only (a standby/replica, or default_transaction_read_only or "
-    "read_only is on for the server, database or role): point --url at the primary"
-)
-TIMEOUT_HINT = (
-    "a statement ran into a timeout (statement_timeout or lock_timeout on PostgreSQL, "
-    "max_statement_time or innodb_lock_wait_timeout on MariaDB, set for the server, "
-    "database or role), or waited for a lock another session holds on the table: "
-    "raise the timeout for joblocks's role (e.g. ALTER ROLE ... SET statement_timeout "
-    "= '5s') and look for long transactions"
-)
-PREPARED_HINT = (
-    "named prepared statements ran through a transaction-mode pooler: remove "
-    "prepare_threshold from the URL (joblocks then never prepares), or on an engine of "
-    'your own pass connect_args={"prepare_threshold": None}'
-)
-POOLER_FIX = (
-    "engines joblocks makes from a URL use no named prepared statements through it; "
-    "on an engine of your own pass "
-    'create_engine(url, connect_args={"prepare_threshold": None}); session-level '
-    "features (SET, session advisory locks, LISTEN, temporary tables, WITH HOLD "
-    "cursors) cannot work through it. See docs/howto/poolers.md"
-)
-
-AUTH_HINT = "the server refused the user or password: check them in the URL"
-NO_DATABASE_HINT = "the database does not exist: create it, or fix the database name in the URL"
-
-# The kind of failure (joblocks._errors decides it, from the SQLSTATE or error number)
-# chooses the hint; a few connection failures have one of their own.
-_CODE_HINTS: dict[str | int, str] = {
-    "26000": PREPARED_HINT,  # invalid_sql_statement_name
-    "42P05": PREPARED_HINT,  # duplicate_prepared_statement
-    "3D000": NO_DATABASE_HINT,
-    1049: NO_DATABASE_HINT,  # ER_BAD_DB_ERROR
-    "53300": "the server has no connection slots left (max_connections): close idle "
-    "connections, or use a pooler",
-    1040: "the server has no connection slots left (max_connections)",
-    "57P03": "the server is starting up, shutting down or in recovery: try again shortly",
-    1045: AUTH_HINT,  # ER_ACCESS_DENIED_ERROR
-}
 
 
 @dataclass
@@ -209,7 +166,7 @@ def _examine(args: argparse.Namespace, report: Report) -> None:
         model = JobLockModel(url, table_name=name, schema=schema, create_table=False)
     except (LockBackendError, ValueError, TypeError) as exc:
         detail = exc.detail if isinstance(exc, LockBackendError) else str(exc)
-        fix = _hint(exc, "check --url / JOBLOCKS_URL")
+        fix = failure_hint(exc, "check --url / JOBLOCKS_URL")
         report.add("connect", "fail", f"cannot use {report.database} ({detail})", fix)
         return
     try:
@@ -230,7 +187,7 @@ def _connect(model: JobLockModel, report: Report) -> bool:
     try:
         model.now_ms()
     except LockBackendError as exc:
-        return report.add("connect", "fail", f"cannot connect ({exc.detail})", _hint(exc))
+        return report.add("connect", "fail", f"cannot connect ({exc.detail})", failure_hint(exc))
     connect_ms = (time.perf_counter() - started) * 1000
     dialect = model.engine.dialect
     version = ".".join(str(part) for part in (dialect.server_version_info or ()))
@@ -368,7 +325,7 @@ def _table(model: JobLockModel, report: Report) -> bool:
             "table",
             "fail",
             f"cannot inspect the table ({exc.detail})",
-            _hint(exc, "check permissions"),
+            failure_hint(exc, "check permissions"),
         )
 
 
@@ -393,7 +350,7 @@ def _probe(model: JobLockModel, report: Report) -> None:
             "probe",
             "fail",
             f"cannot take and release a lock ({exc.detail})",
-            _hint(exc, GRANT_HINT),
+            failure_hint(exc, GRANT_HINT),
         )
         return
     finally:
@@ -485,33 +442,3 @@ def _isolation(model: JobLockModel, report: Report) -> None:
             f"default_transaction_isolation is {level}: joblocks runs each of its "
             "statements in a read committed transaction of its own (two more round trips)",
         )
-
-
-def _hint(exc: BaseException, default: str = CONNECT_HINT) -> str:
-    """The advice for a failure, chosen by its kind (see :mod:`joblocks._errors`)."""
-    from .._errors import (
-        LockBackendError,
-        LockConnectionError,
-        LockPermissionError,
-        LockReadOnlyError,
-        LockTimeoutError,
-    )
-
-    if not isinstance(exc, LockBackendError):
-        return default
-    code = exc.code
-    if code is not None and code in _CODE_HINTS:
-        return _CODE_HINTS[code]
-    if isinstance(code, str) and code.startswith("28"):  # invalid authorization
-        return AUTH_HINT
-    server = not exc.database.startswith("sqlite")
-    if server and isinstance(exc, LockReadOnlyError):
-        return READ_ONLY_HINT
-    if server and isinstance(exc, LockPermissionError):
-        return GRANT_HINT
-    if server and isinstance(exc, LockTimeoutError):
-        # A server's statement or lock time-out has a code; a network one has none.
-        return TIMEOUT_HINT if code is not None else CONNECT_HINT
-    if server and isinstance(exc, LockConnectionError):
-        return CONNECT_HINT
-    return backend_hint(exc).strip(" ()") or default
