@@ -61,7 +61,7 @@ HOUR = 3_600_000
 _CHILD = r"""
 import json, os, sys, time
 import joblocks
-from joblocks._cli_format import dump_json, lock_json
+from joblocks.cli._format import dump_json, lock_json
 model = joblocks.JobLockModel({url!r}, table_name={table!r}, create_table=False)
 model.count()  # connected: only the listing itself is traced
 if {trace}:

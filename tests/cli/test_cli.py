@@ -25,7 +25,7 @@ import pytest
 from sqlalchemy import insert
 
 import joblocks
-from joblocks._cli_format import format_duration, parse_duration
+from joblocks.cli._format import format_duration, parse_duration
 
 BACKENDS = [pytest.param("sqlite"), pytest.param("postgresql", marks=pytest.mark.server)]
 TIMEOUT = 30

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 import joblocks
-from joblocks._cli_format import printable
+from joblocks.cli._format import printable
 
 from ..support.faces import run_on
 from .test_prune import HOUR, fill

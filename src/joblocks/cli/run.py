@@ -24,20 +24,28 @@ import signal
 import subprocess
 import threading
 from types import FrameType
-from typing import TYPE_CHECKING, Any, Callable, Union
+from typing import TYPE_CHECKING, Any, Callable, NoReturn, Union
 
-from ._cli_common import (
+from ._common import (
+    DURATION_HELP,
+    DURATION_UNITS,
     EXIT_CANNOT_EXECUTE,
     EXIT_LOST,
     EXIT_NOT_FOUND,
+    EXIT_USAGE,
+    add_command,
+    checked,
+    duration,
+    exit_code,
+    key_type,
     open_model,
     operator,
 )
-from ._cli_format import err, format_duration, human_time, printable
+from ._format import err, format_duration, human_time, printable
 
 if TYPE_CHECKING:
-    from ._lease import Lease
-    from ._model import JobLockModel
+    from .._lease import Lease
+    from .._model import JobLockModel
 
 _Handler = Union[Callable[[int, Union[FrameType, None]], Any], int, None]
 
@@ -55,7 +63,7 @@ def holder_id() -> str:
 
     Readable in ``joblocks list``, and unique per run thanks to the worker id.
     """
-    from ._identity import worker_id
+    from .._identity import worker_id
 
     prefix = f"{operator()}:{os.getpid()}:".encode()[:200].decode("utf-8", "ignore")
     return prefix + worker_id()
@@ -253,7 +261,7 @@ class _Run:
         err(f"lock {self.shown} is {where}{waited}; not running {_command_text(self.command)}")
 
     def _release(self, lease: Lease) -> None:
-        from ._errors import LockError
+        from .._errors import LockError
 
         try:
             released = lease.release()
@@ -270,3 +278,89 @@ class _Run:
 def run(args: argparse.Namespace) -> int:
     """``joblocks run``: the command's exit code, or the conflict/lost/error code."""
     return _Run(args).run()
+
+
+def register(sub: Any, common: argparse.ArgumentParser) -> None:
+    """Add ``run`` to the subcommands ``sub`` (see :func:`joblocks.cli.build_parser`)."""
+    p = add_command(
+        sub,
+        common,
+        "run",
+        run,
+        "run a command only if the lock is had; exit with the command's exit code",
+        usage="joblocks run KEY --ttl DURATION [options] -- COMMAND [ARG ...]",
+        epilog="Keep-alive renews the lock while the command runs (every ttl/3), so the "
+        "ttl only\nbounds how long a crashed run blocks others. If the lock is lost "
+        "anyway, the\ncommand gets SIGTERM and joblocks exits with 75 (--on-lost "
+        "continue: a warning only).\n\nDurations (--ttl, --wait, --min-hold) are "
+        f"{DURATION_HELP}\n({DURATION_UNITS}).\nA bare number (--ttl 10) is refused: "
+        "write 10s, 10m or 10ms.",
+    )
+    p.add_argument("key", type=checked(key_type), metavar="KEY", help="the lock key")
+    p.add_argument(
+        "--ttl",
+        type=duration(False),
+        required=True,
+        metavar="DURATION",
+        help="lease length, e.g. 10m, 30s or 1h (unit required: ms, s, m, h, d); with "
+        "keep-alive, how long a crashed holder blocks others",
+    )
+    p.add_argument(
+        "--keepalive",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="renew the lease while the command runs (default: on)",
+    )
+    p.add_argument(
+        "--wait",
+        type=duration(True),
+        metavar="DURATION",
+        help="wait this long for the lock, e.g. 30s (default: give up at once)",
+    )
+    p.add_argument(
+        "--min-hold",
+        type=duration(True),
+        metavar="DURATION",
+        help="keep the row until acquired + this (e.g. 1m), even after the command ended",
+    )
+    p.add_argument(
+        "--conflict-exit-code",
+        type=exit_code,
+        default=0,
+        metavar="N",
+        help="exit code when the lock is held elsewhere (default: 0, so cron stays quiet)",
+    )
+    p.add_argument(
+        "--on-lost",
+        choices=("terminate", "continue"),
+        default="terminate",
+        help="lock lost while the command runs: SIGTERM it and exit 75 (default), or only warn",
+    )
+    p.add_argument(
+        "-q", "--quiet", action="store_true", help="no message when the lock is held elsewhere"
+    )
+
+
+def split_command(parser: argparse.ArgumentParser, words: list[str]) -> argparse.Namespace:
+    """Parse ``joblocks run`` words: everything after the first ``--`` is the command
+    (``args.argv``); a command without ``--`` before it is a usage error with a hint."""
+    tail: list[str] | None = None
+    if "--" in words:
+        cut = words.index("--")
+        words, tail = words[:cut], words[cut + 1 :]
+    args, extra = parser.parse_known_args(words)
+    hint = "put the command after --, e.g. joblocks run KEY --ttl 10m -- /bin/job"
+    if extra and not extra[0].startswith("-"):
+        _run_usage(parser, hint)
+    if extra:
+        _run_usage(parser, f"unrecognized arguments: {' '.join(extra)}")
+    if tail is None:
+        _run_usage(parser, hint)
+    if not tail:
+        _run_usage(parser, "the command to run is missing after --")
+    args.argv = tail
+    return args
+
+
+def _run_usage(parser: argparse.ArgumentParser, message: str) -> NoReturn:
+    parser.exit(EXIT_USAGE, f"joblocks run: error: {message} (see `joblocks run --help`)\n")

@@ -15,9 +15,9 @@ the server connections; and when two client connections see the same backend, on
 after the other, server connections are shared between clients (transaction or
 statement pooling, e.g. PgBouncer's ``pool_mode = transaction``).
 
-Hints for failures are chosen by the error's SQLSTATE (PostgreSQL) or error number
-(MariaDB), not its message text: a read-only server, a timeout, missing privileges,
-a missing database, the connection itself.
+Hints for failures come from :mod:`._hints`, by the kind of failure (the
+:class:`~joblocks.LockBackendError` subclass): a read-only server, a timeout, missing
+privileges, a missing database, the connection itself; never by its message text.
 """
 
 from __future__ import annotations
@@ -30,10 +30,9 @@ import uuid
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ._cli_common import (
+from ._common import (
     EXIT_NO,
     EXIT_OK,
-    backend_hint,
     check_backend,
     describe_source,
     operator,
@@ -41,10 +40,11 @@ from ._cli_common import (
     sqlite_file,
     table_options,
 )
-from ._cli_format import dump_json, err, out
+from ._format import dump_json, err, out
+from ._hints import GRANT_HINT, POOLER_FIX, failure_hint
 
 if TYPE_CHECKING:
-    from ._model import JobLockModel
+    from .._model import JobLockModel
 
 #: Round trips to measure (the median is reported).
 SAMPLES = 5
@@ -55,66 +55,6 @@ CLOCK_WARN_MS = 1_000.0
 REQUIRED_COLUMNS = ("id", "holder", "acquired_at", "expires_at", "fence")
 #: Rounds of the pooler test (two client connections, one after the other).
 POOLER_ROUNDS = 5
-
-CONNECT_HINT = "check that the server runs and accepts connections from here, and the URL"
-GRANT_HINT = "grant SELECT, INSERT, UPDATE, DELETE on the table (and USAGE on its sequence)"
-READ_ONLY_HINT = (
-    "the server is read-only (a standby/replica, or default_transaction_read_only or "
-    "read_only is on for the server, database or role): point --url at the primary"
-)
-TIMEOUT_HINT = (
-    "a statement ran into a timeout (statement_timeout or lock_timeout on PostgreSQL, "
-    "max_statement_time or innodb_lock_wait_timeout on MariaDB, set for the server, "
-    "database or role), or waited for a lock another session holds on the table: "
-    "raise the timeout for joblocks's role (e.g. ALTER ROLE ... SET statement_timeout "
-    "= '5s') and look for long transactions"
-)
-PREPARED_HINT = (
-    "named prepared statements ran through a transaction-mode pooler: remove "
-    "prepare_threshold from the URL (joblocks then never prepares), or on an engine of "
-    'your own pass connect_args={"prepare_threshold": None}'
-)
-POOLER_FIX = (
-    "engines joblocks makes from a URL use no named prepared statements through it; "
-    "on an engine of your own pass "
-    'create_engine(url, connect_args={"prepare_threshold": None}); session-level '
-    "features (SET, session advisory locks, LISTEN, temporary tables, WITH HOLD "
-    "cursors) cannot work through it. See docs/howto/poolers.md"
-)
-
-# PostgreSQL SQLSTATEs (by class or exact code) and MariaDB error numbers -> hint.
-_PG_HINTS = {
-    "25006": READ_ONLY_HINT,  # read_only_sql_transaction
-    "57014": TIMEOUT_HINT,  # query_canceled (statement_timeout)
-    "55P03": TIMEOUT_HINT,  # lock_not_available (lock_timeout)
-    "42501": GRANT_HINT,  # insufficient_privilege
-    "26000": PREPARED_HINT,  # invalid_sql_statement_name
-    "42P05": PREPARED_HINT,  # duplicate_prepared_statement
-    "3D000": "the database does not exist: create it, or fix the database name in the URL",
-    "53300": "the server has no connection slots left (max_connections): close idle "
-    "connections, or use a pooler",
-    "57P03": "the server is starting up, shutting down or in recovery: try again shortly",
-}
-_PG_CLASS_HINTS = {
-    "08": CONNECT_HINT,  # connection exception
-    "28": "the server refused the user or password: check them in the URL",
-}
-_MYSQL_HINTS = {
-    1290: READ_ONLY_HINT,  # ER_OPTION_PREVENTS_STATEMENT (--read-only)
-    1792: READ_ONLY_HINT,  # ER_CANT_EXECUTE_IN_READ_ONLY_TRANSACTION
-    1969: TIMEOUT_HINT,  # ER_STATEMENT_TIMEOUT (max_statement_time)
-    3024: TIMEOUT_HINT,  # ER_QUERY_TIMEOUT (MySQL max_execution_time)
-    1205: TIMEOUT_HINT,  # ER_LOCK_WAIT_TIMEOUT
-    1142: GRANT_HINT,  # ER_TABLEACCESS_DENIED_ERROR
-    1143: GRANT_HINT,  # ER_COLUMNACCESS_DENIED_ERROR
-    1044: GRANT_HINT,  # ER_DBACCESS_DENIED_ERROR
-    1045: "the server refused the user or password: check them in the URL",
-    1049: "the database does not exist: create it, or fix the database name in the URL",
-    1040: "the server has no connection slots left (max_connections)",
-    2003: CONNECT_HINT,  # CR_CONN_HOST_ERROR
-    2006: CONNECT_HINT,  # CR_SERVER_GONE_ERROR
-    2013: CONNECT_HINT,  # CR_SERVER_LOST
-}
 
 
 @dataclass
@@ -195,9 +135,9 @@ def _text(report: Report) -> str:
 
 
 def _examine(args: argparse.Namespace, report: Report) -> None:
-    from ._engines import mask
-    from ._errors import LockBackendError
-    from ._model import JobLockModel
+    from .._engines import mask
+    from .._errors import LockBackendError
+    from .._model import JobLockModel
 
     try:
         url, source = resolve_url(args)
@@ -226,7 +166,7 @@ def _examine(args: argparse.Namespace, report: Report) -> None:
         model = JobLockModel(url, table_name=name, schema=schema, create_table=False)
     except (LockBackendError, ValueError, TypeError) as exc:
         detail = exc.detail if isinstance(exc, LockBackendError) else str(exc)
-        fix = _hint(exc, "check --url / JOBLOCKS_URL")
+        fix = failure_hint(exc, "check --url / JOBLOCKS_URL")
         report.add("connect", "fail", f"cannot use {report.database} ({detail})", fix)
         return
     try:
@@ -241,13 +181,13 @@ def _examine(args: argparse.Namespace, report: Report) -> None:
 
 
 def _connect(model: JobLockModel, report: Report) -> bool:
-    from ._errors import LockBackendError
+    from .._errors import LockBackendError
 
     started = time.perf_counter()
     try:
         model.now_ms()
     except LockBackendError as exc:
-        return report.add("connect", "fail", f"cannot connect ({exc.detail})", _hint(exc))
+        return report.add("connect", "fail", f"cannot connect ({exc.detail})", failure_hint(exc))
     connect_ms = (time.perf_counter() - started) * 1000
     dialect = model.engine.dialect
     version = ".".join(str(part) for part in (dialect.server_version_info or ()))
@@ -332,8 +272,8 @@ def _clock(model: JobLockModel, report: Report) -> None:
 def _table(model: JobLockModel, report: Report) -> bool:
     from sqlalchemy import inspect, text
 
-    from ._errors import LockBackendError, translate
-    from ._schema import fence_counter_name, fence_sequence_name
+    from .._errors import LockBackendError, translate
+    from .._schema import fence_counter_name, fence_sequence_name
 
     locks = model.table
     shown = locks.fullname
@@ -385,12 +325,12 @@ def _table(model: JobLockModel, report: Report) -> bool:
             "table",
             "fail",
             f"cannot inspect the table ({exc.detail})",
-            _hint(exc, "check permissions"),
+            failure_hint(exc, "check permissions"),
         )
 
 
 def _probe(model: JobLockModel, report: Report) -> None:
-    from ._errors import LockBackendError
+    from .._errors import LockBackendError
 
     key = f"joblocks-doctor:{uuid.uuid4().hex}"
     holder = f"joblocks-doctor:{operator()}"[:200]
@@ -410,7 +350,7 @@ def _probe(model: JobLockModel, report: Report) -> None:
             "probe",
             "fail",
             f"cannot take and release a lock ({exc.detail})",
-            _hint(exc, GRANT_HINT),
+            failure_hint(exc, GRANT_HINT),
         )
         return
     finally:
@@ -432,7 +372,7 @@ def _probe(model: JobLockModel, report: Report) -> None:
 def _pooler(model: JobLockModel, report: Report) -> None:
     """PostgreSQL: is a connection pooler in between, and does it share server
     connections between clients? (See the module docstring.)"""
-    from ._errors import LockBackendError, translate
+    from .._errors import LockBackendError, translate
 
     if model.engine.dialect.name != "postgresql":
         return
@@ -482,7 +422,7 @@ def _pooler_seen(engine: Any) -> tuple[bool, bool]:
 
 def _isolation(model: JobLockModel, report: Report) -> None:
     """PostgreSQL: say so when the default isolation is not read committed."""
-    from ._errors import LockBackendError, translate
+    from .._errors import LockBackendError, translate
 
     if model.engine.dialect.name != "postgresql":
         return
@@ -502,18 +442,3 @@ def _isolation(model: JobLockModel, report: Report) -> None:
             f"default_transaction_isolation is {level}: joblocks runs each of its "
             "statements in a read committed transaction of its own (two more round trips)",
         )
-
-
-def _hint(exc: BaseException, default: str = CONNECT_HINT) -> str:
-    """The advice for a failure, chosen by the driver error's SQLSTATE or error number."""
-    orig = getattr(exc.__cause__, "orig", None) or exc.__cause__
-    sqlstate = getattr(orig, "sqlstate", None)
-    if isinstance(sqlstate, str) and sqlstate:
-        hint = _PG_HINTS.get(sqlstate) or _PG_CLASS_HINTS.get(sqlstate[:2])
-        if hint is not None:
-            return hint
-    args = getattr(orig, "args", ())
-    if args and isinstance(args[0], int) and args[0] in _MYSQL_HINTS:
-        return _MYSQL_HINTS[args[0]]
-    detail = getattr(exc, "detail", None) or str(exc)
-    return backend_hint(detail).strip(" ()") or default

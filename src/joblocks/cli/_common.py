@@ -1,16 +1,20 @@
-"""What the ``joblocks`` commands share: exit codes, errors, the database and the model."""
+"""What the ``joblocks`` commands share: exit codes, errors, the database and the model,
+the parser class, the argument types (durations, keys, names) and :func:`add_command`."""
 
 from __future__ import annotations
 
 import argparse
 import os
+import re
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Callable, NoReturn
+
+from ._format import parse_duration
 
 if TYPE_CHECKING:
     from sqlalchemy import URL
 
-    from ._model import JobLockModel
+    from .._model import JobLockModel
 
 #: Success (``run``: the command's own exit code is used instead).
 EXIT_OK = 0
@@ -46,8 +50,6 @@ def describe_source(source: str | None) -> str:
 #: URL backends joblocks supports.
 SUPPORTED_BACKENDS = ("sqlite", "postgresql", "mysql", "mariadb")
 
-_MISSING_TABLE = ("no such table", "does not exist", "doesn't exist", "undefinedtable")
-
 
 class CliError(Exception):
     """A failure reported as one line on stderr, with its exit code."""
@@ -60,7 +62,7 @@ class CliError(Exception):
 
 def resolve_url(args: argparse.Namespace) -> tuple[URL, str]:
     """The database URL to use and where it came from (``--url``, ``JOBLOCKS_URL``, ``default``)."""
-    from ._engines import resolve
+    from .._engines import resolve
 
     given: str | None = getattr(args, "url", None)
     if given is not None and not given.strip():
@@ -82,7 +84,7 @@ def check_backend(url: URL) -> None:
 
 def table_options(args: argparse.Namespace) -> tuple[str, str | None]:
     """``--table`` and ``--schema`` (defaults: ``job_locks``, the connection's schema)."""
-    from ._schema import JOB_LOCKS_TABLE_NAME
+    from .._schema import JOB_LOCKS_TABLE_NAME
 
     table: str = getattr(args, "table", None) or JOB_LOCKS_TABLE_NAME
     schema: str | None = getattr(args, "schema", None)
@@ -117,7 +119,7 @@ def open_model(
     ``must_exist`` refuses a SQLite file that does not exist yet, instead of letting
     SQLite create an empty one.
     """
-    from ._model import JobLockModel
+    from .._model import JobLockModel
 
     url, _source = resolve_url(args)
     check_backend(url)
@@ -125,22 +127,6 @@ def open_model(
         require_sqlite_file(url)
     table, schema = table_options(args)
     return JobLockModel(url, table_name=table, schema=schema, create_table=create_table)
-
-
-def backend_hint(detail: str) -> str:
-    """Advice to add to a database error, or an empty string."""
-    low = detail.lower()
-    if any(marker in low for marker in _MISSING_TABLE):
-        return (
-            " (is the lock table created? run `joblocks init` with the same --url/--table/--schema)"
-        )
-    if "unable to open database file" in low:
-        return " (does the SQLite file's directory exist, and is it writable?)"
-    if "no module named 'psycopg" in low:
-        return " (install the driver: pip install 'joblocks[postgresql]')"
-    if "no module named 'pymysql" in low or "no module named 'mysqldb" in low:
-        return " (install the driver: pip install 'joblocks[mysql]')"
-    return ""
 
 
 def operator() -> str:
@@ -154,3 +140,124 @@ def operator() -> str:
         user = f"uid{os.getuid()}" if hasattr(os, "getuid") else "unknown"
     host = socket.gethostname() or "localhost"
     return f"{user}@{host}"
+
+
+# -- parsing ----------------------------------------------------------------------------
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse with usage errors on one line (and exit code 2)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
+
+
+#: Where the documentation site describes the JSON output (the site's pages are not in
+#: the wheel; the mkdocs site has no fixed host, so this is the page path within it).
+DOCS_JSON_SECTION = "command-line page, section 'JSON output' (cli/#json-output)"
+
+#: How durations are written on the command line (``run --help``, errors, docs/cli.md).
+DURATION_UNITS = "ms milliseconds, s seconds, m minutes, h hours, d days"
+DURATION_HELP = "a number with a lower-case unit: 500ms, 30s, 10m, 2h, 1d, 1h30m"
+#: The options that take a duration (their values may look like options: ``-5s``).
+DURATION_OPTIONS = ("--ttl", "--wait", "--min-hold", "--expired-for")
+
+
+def check_duration_text(text: str, allow_zero: bool) -> int:
+    """Milliseconds in ``text``, which must carry a lower-case unit (``10s``, ``10m``,
+    ``500ms``); a ``ValueError`` with a hint for a bare number, an upper-case unit or
+    a negative duration."""
+    spec = text.strip()
+    bare = re.fullmatch(r"[-+]?(\d+(\.\d*)?|\.\d+)", spec)
+    if (spec.startswith("-") and spec[1:2].isdigit()) or spec.startswith("-."):
+        raise ValueError(
+            f"{text!r} is negative: a duration must be "
+            f"{'0 or more' if allow_zero else 'positive'} ({DURATION_HELP})"
+        )
+    if bare and float(spec) != 0:
+        raise ValueError(
+            f"{text!r} has no unit: write e.g. {spec}s, {spec}m or {spec}ms ({DURATION_UNITS})"
+        )
+    if spec != spec.lower() and re.fullmatch(r"[0-9.]+[A-Za-z0-9.]*", spec):
+        raise ValueError(
+            f"{text!r}: units are lower-case (m is minutes, ms milliseconds, "
+            "s seconds, h hours, d days)"
+        )
+    return parse_duration(spec, allow_zero=allow_zero)
+
+
+def duration(allow_zero: bool) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        try:
+            return check_duration_text(text, allow_zero)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    parse.__name__ = "duration"
+    return parse
+
+
+def checked(check: Callable[[str], str]) -> Callable[[str], str]:
+    def parse(text: str) -> str:
+        try:
+            return check(text)
+        except (TypeError, ValueError) as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    return parse
+
+
+def key_type(text: str) -> str:
+    from .._validate import lock_key
+
+    return lock_key(text, "the key")
+
+
+def holder_type(text: str) -> str:
+    from .._validate import holder
+
+    return holder(text, "the holder")
+
+
+def table_name_type(text: str) -> str:
+    from .._validate import MAX_TABLE_NAME, identifier
+
+    return identifier(text, "the table name", MAX_TABLE_NAME)
+
+
+def schema_name_type(text: str) -> str:
+    from .._validate import identifier
+
+    return identifier(text, "the schema name")
+
+
+def exit_code(text: str) -> int:
+    try:
+        code = int(text)
+    except ValueError:
+        code = -1
+    if not 0 <= code <= 255:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an exit code (0 to 255)")
+    return code
+
+
+def add_command(
+    sub: Any,
+    common: argparse.ArgumentParser,
+    name: str,
+    handler: Callable[[argparse.Namespace], int],
+    text: str,
+    **kw: Any,
+) -> Any:
+    """Add the subcommand ``name`` to ``sub`` (the top-level parser's subparsers), with
+    the database options of ``common``; ``main`` calls ``handler(args)`` for it."""
+    p = sub.add_parser(
+        name,
+        help=text,
+        description=text,
+        parents=[common],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        **kw,
+    )
+    p.set_defaults(handler=handler)
+    return p
