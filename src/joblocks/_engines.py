@@ -27,7 +27,7 @@ from sqlalchemy import exc as sa_exc
 from sqlalchemy.pool import ConnectionPoolEntry
 
 from . import _identity
-from ._errors import LockBackendError, translate
+from ._errors import LockBackendError, LockDriverMissing, translate
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncEngine
@@ -268,7 +268,7 @@ def create(url: URL, *, asynchronous: bool, timeout_ms: int | None = None) -> En
     check_sqlite_url(url)
     backend = url.get_backend_name()
     if asynchronous:
-        _require_async_driver(backend)
+        _require_async_driver(backend, mask(url))
     seconds = (TIMEOUT_MS if timeout_ms is None else timeout_ms) / 1000
     connect_args: dict[str, Any] = {}
     kwargs: dict[str, Any] = {"isolation_level": "AUTOCOMMIT", "pool_reset_on_return": None}
@@ -348,7 +348,9 @@ def require_asyncio() -> None:
         raise missing_async_driver(exc, "greenlet") from exc
 
 
-def _require_async_driver(backend: str) -> None:
+def _require_async_driver(backend: str, database: str) -> None:
+    """Raise :class:`LockDriverMissing` (an ``ImportError`` too) naming the extra to
+    install unless the asyncio driver of ``backend`` and greenlet can be imported."""
     module = {"sqlite": "aiosqlite", "mysql": "aiomysql", "mariadb": "aiomysql"}.get(
         backend, "psycopg"
     )
@@ -356,7 +358,8 @@ def _require_async_driver(backend: str) -> None:
     try:
         importlib.import_module(module)
     except ImportError as exc:
-        raise missing_async_driver(exc, module) from exc
+        missing = missing_async_driver(exc, module)
+        raise LockDriverMissing("create engine", database, str(missing), module=module) from exc
 
 
 def _bounded_aiomysql_connect(seconds: float) -> Callable[..., Awaitable[Any]]:

@@ -307,10 +307,12 @@ def test_async_engine_without_its_driver_names_the_extra(
         "try:\n"
         f"    joblocks.aio.JobLockModel({url.format(tmp=tmp_path)!r})\n"
         "except ImportError as exc:\n"
+        "    print(type(exc).__name__, isinstance(exc, joblocks.aio.LockBackendError))\n"
         "    print(exc)\n"
     )
     result = _blocked(module, code, tmp_path)
     assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("LockDriverMissing True"), result.stdout
     assert f"joblocks.aio needs {module}" in result.stdout
     assert f'pip install "{extra}"' in result.stdout
 

@@ -32,7 +32,7 @@ from joblocks import (
     LockTimeoutError,
 )
 
-from ._servers import Server
+from ..support.servers import Server
 
 HANG_GUARD_S = 30.0
 TIMEOUT = 60
