@@ -377,7 +377,10 @@ def soak(
             {
                 "t": round(at, 2),
                 "rss_mb": round(rss_mb(), 2),
-                "threads": threading.active_count(),
+                # The one-shot timer that closes connections left idle after a burst
+                # (joblocks._connections) is counted apart: it ends by itself.
+                "threads": sum(t.name != "joblocks-idle-trim" for t in threading.enumerate()),
+                "trim_threads": sum(t.name == "joblocks-idle-trim" for t in threading.enumerate()),
                 "fds": open_fds(),
                 "checked_out": {name: m.engine.pool.checkedout() for name, m in models.items()},
             }
