@@ -43,43 +43,46 @@ class Profile:
     #: The wall clock right now in epoch ms (for writes inside a caller's transaction:
     #: PostgreSQL's ``now()`` is frozen for a whole transaction).
     wall_now: str
-    #: SQLSTATEs (``orig.sqlstate``) of deadlocks and serialization failures.
-    transient_sqlstates: frozenset[str]
-    #: Driver error numbers (``orig.args[0]``) of the same.
-    transient_errnos: frozenset[int]
-    #: Pooled connections idle for a while are pinged before use (a server may have
-    #: dropped them; a SQLite file cannot).
-    ping: bool
     #: Connect arguments that carry joblocks's time-out, in seconds, on the sync
     #: drivers joblocks picks (PyMySQL also reads the handshake with ``read_timeout``).
     timeout_args: tuple[str, ...]
     #: The module the asyncio face's driver comes from.
     async_module: str
-    #: How the fencing counter is kept: a ``SEQUENCE`` or a counter table + triggers.
-    fence_kind: Literal["sequence", "counter"]
-    #: The acquire paths the family offers, and the one used unless told otherwise.
-    acquire_paths: tuple[AcquirePath, ...]
-    default_path: AcquirePath
-    #: The lowest server version joblocks works with, as said in messages (None: any).
-    version_floor: str | None
-    #: One database file: no schemas but ``main``, a table identity read from the file,
-    #: one writer at a time (a prune pauses between batches).
-    single_file: bool
-    #: Text columns are ``VARBINARY`` (compared byte for byte) instead of ``VARCHAR``.
-    binary_text: bool
-    #: Column names compare exactly (PostgreSQL) rather than ignoring case.
-    exact_column_names: bool
-    #: The session's default isolation is read once per connection: joblocks's
-    #: statements run in a read committed transaction of their own when it is stricter.
-    checks_isolation: bool
-    #: Each asyncio call is bounded by the model's time-out (aiomysql has no read or
-    #: write time-out of its own).
-    bounds_async_calls: bool
+    #: URL drivername -> the one joblocks uses for a sync / an asyncio engine.
+    sync_drivers: tuple[tuple[str, str], ...]
+    async_drivers: tuple[tuple[str, str], ...]
     #: The SQLAlchemy URL drivername the DDL is compiled with when only the family is
     #: known (``init --sql``, the Django migration); no driver is imported for it.
     ddl_drivername: str
     #: Django's ``connection.vendor`` of the family.
     django_vendor: str
+    #: SQLSTATEs (``orig.sqlstate``) of deadlocks and serialization failures.
+    transient_sqlstates: frozenset[str] = frozenset()
+    #: Driver error numbers (``orig.args[0]``) of the same.
+    transient_errnos: frozenset[int] = frozenset()
+    #: Pooled connections idle for a while are pinged before use (a server may have
+    #: dropped them; a SQLite file cannot).
+    ping: bool = True
+    #: How the fencing counter is kept: a ``SEQUENCE`` or a counter table + triggers.
+    fence_kind: Literal["sequence", "counter"] = "sequence"
+    #: The acquire paths the family offers, and the one used unless told otherwise.
+    acquire_paths: tuple[AcquirePath, ...] = ACQUIRE_PATHS
+    default_path: AcquirePath = "upsert"
+    #: The lowest server version joblocks works with, as said in messages (None: any).
+    version_floor: str | None = None
+    #: One database file: no schemas but ``main``, a table identity read from the file,
+    #: one writer at a time (a prune pauses between batches).
+    single_file: bool = False
+    #: Text columns are ``VARBINARY`` (compared byte for byte) instead of ``VARCHAR``.
+    binary_text: bool = False
+    #: Column names compare exactly (PostgreSQL) rather than ignoring case.
+    exact_column_names: bool = False
+    #: The session's default isolation is read once per connection: joblocks's
+    #: statements run in a read committed transaction of their own when it is stricter.
+    checks_isolation: bool = False
+    #: Each asyncio call is bounded by the model's time-out (aiomysql has no read or
+    #: write time-out of its own).
+    bounds_async_calls: bool = False
 
     def is_transient_error(self, orig: object) -> bool:
         """Whether a driver exception is a deadlock or serialization failure."""
@@ -89,6 +92,11 @@ class Profile:
         return bool(args) and args[0] in self.transient_errnos
 
 
+_SQLITE_NOW = "CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER)"
+_MYSQL_NOW = (
+    "CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) DIV 1000 AS SIGNED)"
+)
+
 SQLITE = Profile(
     family="sqlite",
     label="SQLite",
@@ -96,24 +104,17 @@ SQLITE = Profile(
     # 'now' is the same for every use within one sqlite3_step(), and is whole
     # milliseconds (julianday() = that integer / 86400000.0): the product below lands
     # within 0.001 ms of it, often just under, so it is rounded, not truncated.
-    statement_now="CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER)",
-    wall_now="CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER)",
-    transient_sqlstates=frozenset(),
-    transient_errnos=frozenset(),
-    ping=False,
+    statement_now=_SQLITE_NOW,
+    wall_now=_SQLITE_NOW,
     timeout_args=("timeout",),
     async_module="aiosqlite",
-    fence_kind="counter",
-    acquire_paths=ACQUIRE_PATHS,
-    default_path="upsert",
-    version_floor=None,
-    single_file=True,
-    binary_text=False,
-    exact_column_names=False,
-    checks_isolation=False,
-    bounds_async_calls=False,
+    sync_drivers=(("sqlite", "sqlite+pysqlite"), ("sqlite+aiosqlite", "sqlite+pysqlite")),
+    async_drivers=(("sqlite", "sqlite+aiosqlite"), ("sqlite+pysqlite", "sqlite+aiosqlite")),
     ddl_drivername="sqlite+pysqlite",
     django_vendor="sqlite",
+    ping=False,
+    fence_kind="counter",
+    single_file=True,
 )
 
 POSTGRESQL = Profile(
@@ -123,23 +124,24 @@ POSTGRESQL = Profile(
     # statement_timestamp(): the start of the current statement, stable inside it.
     statement_now=_postgresql_ms("statement_timestamp()"),
     wall_now=_postgresql_ms("clock_timestamp()"),
-    transient_sqlstates=frozenset({"40001", "40P01"}),  # serialization failure; deadlock
-    transient_errnos=frozenset(),
-    ping=True,
     # libpq counts whole seconds; tcp_user_timeout (ms) bounds unacknowledged data.
     timeout_args=("connect_timeout", "tcp_user_timeout"),
     async_module="psycopg",
-    fence_kind="sequence",
-    acquire_paths=ACQUIRE_PATHS,
-    default_path="upsert",
-    version_floor=None,
-    single_file=False,
-    binary_text=False,
-    exact_column_names=True,
-    checks_isolation=True,
-    bounds_async_calls=False,
+    sync_drivers=(
+        ("postgresql", "postgresql+psycopg"),
+        ("postgresql+psycopg_async", "postgresql+psycopg"),
+        ("postgresql+asyncpg", "postgresql+psycopg"),
+    ),
+    async_drivers=(
+        ("postgresql", "postgresql+psycopg"),
+        ("postgresql+psycopg2", "postgresql+psycopg"),
+        ("postgresql+psycopg_async", "postgresql+psycopg"),
+    ),
     ddl_drivername="postgresql+psycopg",
     django_vendor="postgresql",
+    transient_sqlstates=frozenset({"40001", "40P01"}),  # serialization failure; deadlock
+    exact_column_names=True,
+    checks_isolation=True,
 )
 
 MYSQL = Profile(
@@ -148,28 +150,33 @@ MYSQL = Profile(
     names=("mysql", "mariadb"),
     # UTC_TIMESTAMP(6) is constant for a statement; TIMESTAMPDIFF on DATETIME values is
     # plain arithmetic, independent of the session time zone; DIV floors (positive).
-    statement_now="CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6))"
-    " DIV 1000 AS SIGNED)",
-    wall_now="CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6))"
-    " DIV 1000 AS SIGNED)",
-    transient_sqlstates=frozenset(),
-    transient_errnos=frozenset({1213, 1020}),  # deadlock; record changed since read
-    ping=True,
+    statement_now=_MYSQL_NOW,
+    wall_now=_MYSQL_NOW,
     timeout_args=("connect_timeout", "read_timeout", "write_timeout"),
     async_module="aiomysql",
-    fence_kind="sequence",
-    acquire_paths=("upsert", "portable"),
-    default_path="upsert",
-    # MySQL has no SEQUENCE for the fencing counter.
-    version_floor="MariaDB 10.3",
-    single_file=False,
-    binary_text=True,
-    exact_column_names=False,
-    checks_isolation=False,
-    bounds_async_calls=True,
+    sync_drivers=(
+        ("mysql", "mysql+pymysql"),
+        ("mysql+aiomysql", "mysql+pymysql"),
+        ("mysql+asyncmy", "mysql+pymysql"),
+        ("mariadb", "mariadb+pymysql"),
+        ("mariadb+aiomysql", "mariadb+pymysql"),
+        ("mariadb+asyncmy", "mariadb+pymysql"),
+    ),
+    async_drivers=(
+        ("mysql", "mysql+aiomysql"),
+        ("mysql+pymysql", "mysql+aiomysql"),
+        ("mariadb", "mariadb+aiomysql"),
+        ("mariadb+pymysql", "mariadb+aiomysql"),
+    ),
     # MySQL has no SEQUENCE: the DDL of the family is MariaDB's.
     ddl_drivername="mariadb+pymysql",
     django_vendor="mysql",
+    transient_errnos=frozenset({1213, 1020}),  # deadlock; record changed since read
+    acquire_paths=("upsert", "portable"),
+    # MySQL has no SEQUENCE for the fencing counter.
+    version_floor="MariaDB 10.3",
+    binary_text=True,
+    bounds_async_calls=True,
 )
 
 PROFILES: tuple[Profile, ...] = (SQLITE, POSTGRESQL, MYSQL)

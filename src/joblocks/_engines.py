@@ -37,7 +37,7 @@ from sqlalchemy import exc as sa_exc
 from sqlalchemy.pool import ConnectionPoolEntry
 
 from . import _identity
-from ._dialects import SUPPORTED_BACKENDS, UNSUPPORTED, profile
+from ._dialects import PROFILES, SUPPORTED_BACKENDS, UNSUPPORTED, profile
 from ._errors import LockBackendError, translate
 from ._sqla import checkout_dialect
 
@@ -57,30 +57,9 @@ SQLITE_BUSY_TIMEOUT_MS = TIMEOUT_MS
 #: A pooled connection idle for longer than this is pinged before use (seconds).
 IDLE_PING_AFTER_S = 1.0
 
-_SYNC_DRIVERS = {
-    "sqlite": "sqlite+pysqlite",
-    "sqlite+aiosqlite": "sqlite+pysqlite",
-    "postgresql": "postgresql+psycopg",
-    "postgresql+psycopg_async": "postgresql+psycopg",
-    "postgresql+asyncpg": "postgresql+psycopg",
-    "mysql": "mysql+pymysql",
-    "mysql+aiomysql": "mysql+pymysql",
-    "mysql+asyncmy": "mysql+pymysql",
-    "mariadb": "mariadb+pymysql",
-    "mariadb+aiomysql": "mariadb+pymysql",
-    "mariadb+asyncmy": "mariadb+pymysql",
-}
-_ASYNC_DRIVERS = {
-    "sqlite": "sqlite+aiosqlite",
-    "sqlite+pysqlite": "sqlite+aiosqlite",
-    "postgresql": "postgresql+psycopg",
-    "postgresql+psycopg2": "postgresql+psycopg",
-    "postgresql+psycopg_async": "postgresql+psycopg",
-    "mysql": "mysql+aiomysql",
-    "mysql+pymysql": "mysql+aiomysql",
-    "mariadb": "mariadb+aiomysql",
-    "mariadb+pymysql": "mariadb+aiomysql",
-}
+#: URL drivername -> the driver joblocks uses (from the families' profiles).
+_SYNC_DRIVERS = {name: driver for p in PROFILES for name, driver in p.sync_drivers}
+_ASYNC_DRIVERS = {name: driver for p in PROFILES for name, driver in p.async_drivers}
 
 _owned: weakref.WeakSet[Any] = weakref.WeakSet()
 log = logging.getLogger("joblocks")
