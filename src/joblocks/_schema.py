@@ -190,9 +190,10 @@ def _ddl(dialect: Dialect, table: Table, if_not_exists: bool) -> list[tuple[str,
 def ensure_table(conn: Connection, table: Table) -> None:
     """Create the lock table and its fencing counter where missing (safe under races).
 
-    Runs :func:`ddl_statements` (with ``IF NOT EXISTS``), skipping the table and the
-    sequence where they exist already (SQLite's counter statements always run: they
-    are idempotent, and repair a missing counter).
+    Runs :func:`ddl_statements`, skipping the table and the sequence where they exist
+    already (SQLite's counter statements always run: they are idempotent, and repair a
+    missing counter). Not with ``IF NOT EXISTS``: another object in the sequence's
+    name (a table, say) must fail the creation, not be taken for the sequence.
 
     Several processes may start at once on an empty database: each checks, creates
     what is missing, and when another one got there first (a "duplicate" error from
@@ -202,7 +203,7 @@ def ensure_table(conn: Connection, table: Table) -> None:
     raises :class:`~joblocks.LockTableMismatch`, and nothing is created.
     """
     check_shape(conn, table)
-    statements = _ddl(conn.dialect, table, if_not_exists=True)
+    statements = _ddl(conn.dialect, table, if_not_exists=False)
     for attempt in range(1, 6):
         try:
             found = inspect(conn)
