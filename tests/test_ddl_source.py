@@ -178,3 +178,29 @@ def test_one_ddl_everywhere(backend: str, request: pytest.FixtureRequest, tmp_pa
         with _fresh(backend, request, tmp_path) as url:
             migrated = _django_ran(url)
         assert migrated == source
+
+
+def test_many_models_create_one_table_at_once(db_url: str, table_name: str) -> None:
+    """``ensure_table`` on an empty database from several connections at the same moment:
+    every one succeeds (a duplicate error from a CREATE is retried), one table results."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    n = 6
+    barrier = threading.Barrier(n, timeout=30)
+    models = [joblocks.JobLockModel(db_url, table_name=table_name) for _ in range(n)]
+
+    def create(model: joblocks.JobLockModel) -> None:
+        barrier.wait()
+        model.create_table()
+
+    try:
+        with ThreadPoolExecutor(n) as executor:
+            for future in [executor.submit(create, model) for model in models]:
+                future.result(timeout=60)
+        tokens = [models[i].acquire_token(f"k{i}", 60_000, f"w{i}") for i in range(n)]
+        assert None not in tokens
+        assert len(set(tokens)) == n
+    finally:
+        for model in models:
+            model.dispose()
