@@ -199,7 +199,7 @@ def ensure_table(conn: Connection, table: Table) -> None:
     what is missing, and when another one got there first (a "duplicate" error from
     the CREATE, even with IF NOT EXISTS on PostgreSQL), checks again.
 
-    A table of that name that is not a joblocks table (see :func:`shape_problems`)
+    A table of that name that is not a joblocks lock table (see :func:`shape_problems`)
     raises :class:`~joblocks.LockTableMismatch`, and nothing is created.
     """
     check_shape(conn, table)
