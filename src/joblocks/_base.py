@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, Union, cast
 from sqlalchemy import URL, Connection, Engine, MetaData, Table
 
 from . import _engines, _validate
+from ._dialects import profile
 from ._schema import build_table, ensure_table
 from ._statements import AcquirePath, Statements, build
 
@@ -84,11 +85,12 @@ class ModelCore:
             engine = _engines.create(url, asynchronous=asynchronous, timeout_ms=timeout_ms)
             self.owns_engine = True
         dialect = engine.dialect
-        if dialect.name == "sqlite" and schema not in (None, "main"):
+        single_file = profile(dialect).single_file
+        if single_file and schema not in (None, "main"):
             raise ValueError(
                 f"schema: SQLite keeps the lock table in the main database; got {schema!r}"
             )
-        if schema == "main" and dialect.name == "sqlite":
+        if schema == "main" and single_file:
             schema = None
         self.engine = engine
         self.database = _engines.describe(engine)
@@ -97,9 +99,9 @@ class ModelCore:
         self.errors_as_taken = errors_as_taken
         self.timeout_ms = _engines.TIMEOUT_MS if timeout_ms is None else timeout_ms
         self._create = create_table
-        self._tune_sqlite = dialect.name == "sqlite" and not self.owns_engine
+        self._tune_sqlite = single_file and not self.owns_engine
         # A SQLite model always has a first-use step: it reads the file's identity.
-        self.table_ready = not create_table and dialect.name != "sqlite"
+        self.table_ready = not create_table and not single_file
 
     @property
     def table_name(self) -> str:
@@ -144,7 +146,7 @@ class ModelCore:
         if self._tune_sqlite:
             _engines.tune_user_sqlite(conn)
             self._tune_sqlite = False
-        if self._found is None and self.statements.family == "sqlite":
+        if self._found is None and self.statements.profile.single_file:
             self._found = _engines.table_identity(conn, self.statements, self.table)
 
     def __repr__(self) -> str:

@@ -115,7 +115,7 @@ def _check_url(spec: Database, name: str, options: Mapping[str, Any]) -> None:
     a database URL, a database joblocks does not support, an acquire path the
     database does not offer."""
     from . import _engines
-    from ._statements import paths_for
+    from ._dialects import profile
 
     if isinstance(spec, (str, URL)):
         url = _engines._parse(spec, name)
@@ -127,16 +127,9 @@ def _check_url(spec: Database, name: str, options: Mapping[str, Any]) -> None:
         return
     path = options.get("acquire_path")
     if path is not None:
-        offered = paths_for(_FamilyOnly(backend))  # type: ignore[arg-type]
+        offered = profile(backend).acquire_paths
         if path not in offered:
             raise ValueError(f"acquire_path must be one of {offered} on {backend}, got {path!r}")
-
-
-class _FamilyOnly:
-    """Enough of a dialect for ``paths_for``: its name."""
-
-    def __init__(self, name: str) -> None:
-        self.name = name
 
 
 def check_options(options: Mapping[str, Any]) -> dict[str, Any]:

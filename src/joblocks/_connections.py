@@ -34,6 +34,7 @@ from sqlalchemy import exc as sa_exc
 
 from . import _identity
 from ._engines import IDLE_PING_AFTER_S
+from ._sqla import overflow
 
 #: Idle connections a cache keeps however long they stay unused.
 MAX_IDLE = 1
@@ -120,12 +121,13 @@ class ConnectionCache:
 
     def _pool_full(self) -> bool:
         pool: Any = self._engine.pool
-        max_overflow = getattr(pool, "_max_overflow", -1)
-        if max_overflow < 0:
+        limits = overflow(pool)
+        if limits is None:
             return False  # no limit: nobody ever waits
         # The cheap test first: the pool is full only once it opened every overflow
         # connection it may (QueuePool counts them in ``_overflow``).
-        if getattr(pool, "_overflow", max_overflow) < max_overflow:
+        max_overflow, opened = limits
+        if opened < max_overflow:
             return False
         return bool(pool.checkedout() >= pool.size() + max_overflow)
 

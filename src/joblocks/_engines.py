@@ -22,12 +22,24 @@ from collections.abc import Awaitable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, NamedTuple
 
-from sqlalchemy import URL, Connection, Engine, Table, create_engine, event, make_url, text
+from sqlalchemy import (
+    URL,
+    Connection,
+    Dialect,
+    Engine,
+    Table,
+    create_engine,
+    event,
+    make_url,
+    text,
+)
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.pool import ConnectionPoolEntry
 
 from . import _identity
+from ._dialects import PROFILES, SUPPORTED_BACKENDS, UNSUPPORTED, profile
 from ._errors import LockBackendError, LockDriverMissing, translate
+from ._sqla import checkout_dialect
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncEngine
@@ -45,30 +57,9 @@ SQLITE_BUSY_TIMEOUT_MS = TIMEOUT_MS
 #: A pooled connection idle for longer than this is pinged before use (seconds).
 IDLE_PING_AFTER_S = 1.0
 
-_SYNC_DRIVERS = {
-    "sqlite": "sqlite+pysqlite",
-    "sqlite+aiosqlite": "sqlite+pysqlite",
-    "postgresql": "postgresql+psycopg",
-    "postgresql+psycopg_async": "postgresql+psycopg",
-    "postgresql+asyncpg": "postgresql+psycopg",
-    "mysql": "mysql+pymysql",
-    "mysql+aiomysql": "mysql+pymysql",
-    "mysql+asyncmy": "mysql+pymysql",
-    "mariadb": "mariadb+pymysql",
-    "mariadb+aiomysql": "mariadb+pymysql",
-    "mariadb+asyncmy": "mariadb+pymysql",
-}
-_ASYNC_DRIVERS = {
-    "sqlite": "sqlite+aiosqlite",
-    "sqlite+pysqlite": "sqlite+aiosqlite",
-    "postgresql": "postgresql+psycopg",
-    "postgresql+psycopg2": "postgresql+psycopg",
-    "postgresql+psycopg_async": "postgresql+psycopg",
-    "mysql": "mysql+aiomysql",
-    "mysql+pymysql": "mysql+aiomysql",
-    "mariadb": "mariadb+aiomysql",
-    "mariadb+pymysql": "mariadb+aiomysql",
-}
+#: URL drivername -> the driver joblocks uses (from the families' profiles).
+_SYNC_DRIVERS = {name: driver for p in PROFILES for name, driver in p.sync_drivers}
+_ASYNC_DRIVERS = {name: driver for p in PROFILES for name, driver in p.async_drivers}
 
 _owned: weakref.WeakSet[Any] = weakref.WeakSet()
 log = logging.getLogger("joblocks")
@@ -100,8 +91,7 @@ URL_FORMS = (
     "dialect://user:password@host:port/database (e.g. postgresql://app@db:5432/app, "
     "mysql://app@db/app) or sqlite:///path/to/locks.db"
 )
-#: URL backends joblocks supports (``postgres://`` is read as ``postgresql://``).
-SUPPORTED_BACKENDS = ("sqlite", "postgresql", "mysql", "mariadb")
+__all__ = ["SUPPORTED_BACKENDS"]  # URL backends joblocks supports (from ``_dialects``)
 
 
 class DatabaseURLError(LockBackendError, ValueError):
@@ -168,8 +158,7 @@ def check_backend(url: URL, name: str = "database") -> None:
         raise DatabaseURLError(
             name,
             mask(url),
-            "joblocks supports SQLite, PostgreSQL (postgresql:// or postgres://) and "
-            f"MariaDB (mysql:// or mariadb://), not {backend!r}",
+            f"{UNSUPPORTED}{backend!r}",
         )
 
 
@@ -204,12 +193,12 @@ def typed_query(url: URL, asynchronous: bool) -> tuple[URL, dict[str, Any]]:
     Everything else stays in the URL for the driver (libpq reads ``connect_timeout``
     and the rest of its connection string itself).
     """
-    backend = url.get_backend_name()
+    family = _family(url)
     typed: dict[str, Any] = {}
     query = dict(url.query)
     for param, raw in list(query.items()):
         value = raw[-1] if isinstance(raw, tuple) else raw
-        if backend == "postgresql" and param == "prepare_threshold":
+        if family == "postgresql" and param == "prepare_threshold":
             if value.strip().lower() in ("", "none", "null"):
                 typed[param] = None
             elif value.strip().isdigit():
@@ -221,7 +210,7 @@ def typed_query(url: URL, asynchronous: bool) -> tuple[URL, dict[str, Any]]:
                     "the query parameter prepare_threshold must be a whole number >= 0, "
                     f"or empty for never, got {value!r}",
                 )
-        elif backend == "postgresql" and param == "connect_timeout":
+        elif family == "postgresql" and param == "connect_timeout":
             if not value.strip().isdigit():
                 raise DatabaseURLError(
                     "database URL",
@@ -229,16 +218,12 @@ def typed_query(url: URL, asynchronous: bool) -> tuple[URL, dict[str, Any]]:
                     f"the query parameter connect_timeout must be whole seconds, got {value!r}",
                 )
             continue
-        elif backend in ("mysql", "mariadb") and param in (
-            "connect_timeout",
-            "read_timeout",
-            "write_timeout",
-        ):
+        elif family == "mysql" and param in profile("mysql").timeout_args:
             seconds = _number(url, param, value, "seconds")
             if not asynchronous or param == "connect_timeout":
                 # aiomysql has no read/write time-out: the model bounds each call.
                 typed[param] = int(seconds) if seconds.is_integer() else seconds
-        elif backend == "sqlite" and param == "timeout":
+        elif family == "sqlite" and param in profile("sqlite").timeout_args:
             typed[param] = _number(url, param, value, "seconds")
         else:
             continue
@@ -246,9 +231,15 @@ def typed_query(url: URL, asynchronous: bool) -> tuple[URL, dict[str, Any]]:
     return url.set(query=query), typed
 
 
+def _family(url: URL) -> str | None:
+    """The database family of a URL; None for one joblocks does not support."""
+    backend = url.get_backend_name()
+    return profile(backend).family if backend in SUPPORTED_BACKENDS else None
+
+
 def check_sqlite_url(url: URL) -> None:
     """Refuse in-memory SQLite: each connection would be a database of its own."""
-    if url.get_backend_name() != "sqlite":
+    if _family(url) != "sqlite":
         return
     database = url.database or ""
     if database in ("", ":memory:") or url.query.get("mode") == "memory":
@@ -267,23 +258,24 @@ def create(url: URL, *, asynchronous: bool, timeout_ms: int | None = None) -> En
     url = _with_driver(url, asynchronous)
     check_sqlite_url(url)
     backend = url.get_backend_name()
+    family = _family(url)
     if asynchronous:
         _require_async_driver(backend, mask(url))
     seconds = (TIMEOUT_MS if timeout_ms is None else timeout_ms) / 1000
     connect_args: dict[str, Any] = {}
     kwargs: dict[str, Any] = {"isolation_level": "AUTOCOMMIT", "pool_reset_on_return": None}
-    if backend == "sqlite":
+    if family == "sqlite":
         connect_args["timeout"] = seconds
         if url.database and not url.database.startswith("file:"):
             path = Path(url.database).expanduser()
             if path == default_sqlite_path():
                 path.parent.mkdir(parents=True, exist_ok=True)
-    elif backend == "postgresql":
+    elif family == "postgresql":
         # libpq counts whole seconds (and waits at least 2); tcp_user_timeout bounds
         # how long sent data may stay unacknowledged.
         connect_args["connect_timeout"] = max(1, math.ceil(seconds))
         connect_args["tcp_user_timeout"] = math.ceil(seconds * 1000)
-    elif backend in ("mysql", "mariadb"):
+    elif family == "mysql":
         connect_args["connect_timeout"] = seconds
         if asynchronous:
             # aiomysql bounds only the TCP connect: bound its handshake too.
@@ -306,10 +298,10 @@ def create(url: URL, *, asynchronous: bool, timeout_ms: int | None = None) -> En
         else:
             engine = create_engine(url, **kwargs)
     sync_engine = engine.sync_engine if is_async_engine(engine) else engine
-    if backend == "sqlite":
+    if family == "sqlite":
         event.listen(sync_engine, "connect", _sqlite_pragmas)
     else:
-        if backend == "postgresql" and url.get_driver_name() == "psycopg":
+        if family == "postgresql" and url.get_driver_name() == "psycopg":
             chosen = "prepare_threshold" in url.query
             event.listen(sync_engine, "connect", _postgres_chosen if chosen else _postgres_connect)
         event.listen(sync_engine.pool, "checkin", _mark_idle)
@@ -351,9 +343,7 @@ def require_asyncio() -> None:
 def _require_async_driver(backend: str, database: str) -> None:
     """Raise :class:`LockDriverMissing` (an ``ImportError`` too) naming the extra to
     install unless the asyncio driver of ``backend`` and greenlet can be imported."""
-    module = {"sqlite": "aiosqlite", "mysql": "aiomysql", "mariadb": "aiomysql"}.get(
-        backend, "psycopg"
-    )
+    module = profile(backend).async_module
     require_asyncio()
     try:
         importlib.import_module(module)
@@ -447,7 +437,7 @@ def _ping_if_idle(dbapi_connection: Any, record: ConnectionPoolEntry, proxy: Any
     since = record.info.get("joblocks_idle_since")
     if since is None or time.monotonic() - since < IDLE_PING_AFTER_S:
         return
-    dialect = proxy._pool._dialect
+    dialect = checkout_dialect(proxy)
     try:
         dialect.do_ping(dbapi_connection)
     except Exception as exc:
@@ -528,7 +518,7 @@ def table_identity(conn: Connection, statements: Any, table: Table) -> TableIden
     A missing table raises ``NoSuchTableError`` on PostgreSQL and MariaDB (nothing is
     kept then: the next call reads the identity again).
     """
-    name = conn.dialect.name
+    name = profile(conn.dialect).family
     if name == "sqlite":
         rows = conn.exec_driver_sql("PRAGMA database_list").all()
         path = next((str(row[2]) for row in rows if row[1] == "main"), "")
@@ -618,7 +608,7 @@ _PG_READ_COMMITTED = ReadCommitted("BEGIN ISOLATION LEVEL READ COMMITTED", "COMM
 _PG_LEVELS_LIKE_READ_COMMITTED = ("read committed", "read uncommitted")
 
 
-def read_committed_wrapper(dialect_name: str, cursor: Any) -> ReadCommitted | None:
+def read_committed_wrapper(dialect: Dialect, cursor: Any) -> ReadCommitted | None:
     """How joblocks's statements must run on one connection; asked once per connection.
 
     The statements are written for read committed: a conditional write that meets a
@@ -632,7 +622,7 @@ def read_committed_wrapper(dialect_name: str, cursor: Any) -> ReadCommitted | No
     transaction-mode pooler, where the next transaction may run on another server
     connection.
     """
-    if dialect_name != "postgresql":
+    if not profile(dialect).checks_isolation:
         return None
     cursor.execute("SHOW default_transaction_isolation")
     row = cursor.fetchone()

@@ -70,7 +70,7 @@ class JobLockModel(ModelCore):
             timeout=timeout,
         )
         self._cache = (
-            ConnectionCache(self.engine, ping=self.engine.dialect.name != "sqlite")
+            ConnectionCache(self.engine, ping=self.statements.profile.ping)
             if self.owns_engine
             else None
         )

@@ -16,9 +16,11 @@ from typing import Any, Literal, NamedTuple
 from sqlalchemy import Connection
 from sqlalchemy import exc as sa_exc
 
+from ._dialects import profile
 from ._engines import ISOLATION_INFO, ReadCommitted, read_committed_wrapper
 from ._records import JobLock
 from ._schema import decode_text
+from ._sqla import dbapi_error, invalidate_pool
 from ._statements import AcquireStep, Prepared, Statements
 
 State = Literal["all", "held", "expired", "live"]
@@ -65,7 +67,7 @@ def execute(conn: Connection, stmt: Prepared, values: Mapping[str, Any]) -> _Res
         info = fairy.info
         wrapper = info.get(ISOLATION_INFO, False)
         if wrapper is False:
-            wrapper = info[ISOLATION_INFO] = read_committed_wrapper(conn.dialect.name, cursor)
+            wrapper = info[ISOLATION_INFO] = read_committed_wrapper(conn.dialect, cursor)
         if wrapper is not None:
             return _in_read_committed(cursor, wrapper, stmt.sql, params)
         cursor.execute(stmt.sql, params)
@@ -73,19 +75,19 @@ def execute(conn: Connection, stmt: Prepared, values: Mapping[str, Any]) -> _Res
         return _Result(list(rows), cursor.rowcount, getattr(cursor, "lastrowid", None))
     except Exception as exc:
         dialect = conn.dialect
-        if not isinstance(exc, dialect.loaded_dbapi.Error):
+        if not isinstance(exc, dbapi_error(dialect)):
             raise
         lost = dialect.is_disconnect(exc, dbapi_connection, cursor)
         if lost:
             # As SQLAlchemy does: every connection of the pool made before now is
             # suspect (the server went away), so all are replaced on their next use.
-            conn.engine.pool._invalidate(conn.connection, exc, _checkin=False)
+            invalidate_pool(conn, exc)
             conn.invalidate(exc)
         raise sa_exc.DBAPIError.instance(
             stmt.sql,
             params,
             exc,
-            dialect.loaded_dbapi.Error,
+            dbapi_error(dialect),
             dialect=dialect,
             connection_invalidated=lost,
         ) from exc
@@ -311,7 +313,7 @@ def prune_pause_s(family: str, batch_s: float) -> float:
     took (at least 2 ms, at most 100 ms): it holds the lock at most 40 % of the time.
     Server databases lock rows, not the table: no pause.
     """
-    if family != "sqlite":
+    if not profile(family).single_file:
         return 0.0
     return min(0.1, max(0.002, 1.5 * batch_s))
 
@@ -361,13 +363,8 @@ def now_ms(conn: Connection, st: Statements) -> int:
 
 
 def is_transient(exc: BaseException, family: str) -> bool:
-    """A deadlock or serialization failure: safe to retry, never "taken"."""
+    """A deadlock or serialization failure: safe to retry, never "taken" (the codes
+    are the family's :class:`~joblocks._dialects.Profile`'s)."""
     if not isinstance(exc, sa_exc.DBAPIError) or exc.connection_invalidated:
         return False
-    orig = exc.orig
-    if family == "postgresql":
-        return getattr(orig, "sqlstate", None) in ("40001", "40P01")
-    if family == "mysql":
-        args: tuple[Any, ...] = tuple(getattr(orig, "args", ()))
-        return bool(args) and args[0] in (1213, 1020)  # deadlock; record changed
-    return False
+    return profile(family).is_transient_error(exc.orig)

@@ -29,11 +29,13 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects.mysql import VARBINARY
 from sqlalchemy.exc import NoSuchTableError
-from sqlalchemy.sql.sqltypes import _Binary
+from sqlalchemy.schema import CreateSequence, CreateTable, SetTableComment
 from sqlalchemy.types import TypeDecorator, TypeEngine
 
 from . import _validate
+from ._dialects import ddl_dialect, profile
 from ._errors import LockTableMismatch
+from ._sqla import BinaryType
 
 JOB_LOCKS_TABLE_NAME = "job_locks"
 
@@ -54,12 +56,12 @@ class ExactText(TypeDecorator[str]):
         self.length = length
 
     def load_dialect_impl(self, dialect: Dialect) -> TypeEngine[Any]:
-        if dialect.name in ("mysql", "mariadb"):
+        if profile(dialect).binary_text:
             return dialect.type_descriptor(VARBINARY(self.length))
         return dialect.type_descriptor(String(self.length))
 
     def process_bind_param(self, value: Any, dialect: Dialect) -> Any:
-        if isinstance(value, str) and dialect.name in ("mysql", "mariadb"):
+        if isinstance(value, str) and profile(dialect).binary_text:
             return value.encode("utf-8")
         return value
 
@@ -146,8 +148,52 @@ metadata = MetaData()
 job_locks = build_table(metadata)
 
 
+def ddl_statements(
+    dialect: Dialect | str, table: Table, *, if_not_exists: bool = False
+) -> list[str]:
+    """The DDL of ``table`` and its fencing counter, one statement a string, in order.
+
+    The one source of the lock table's DDL: :func:`ensure_table` runs it,
+    ``joblocks init --sql`` prints it and the Django migration applies it.
+    ``dialect`` is a SQLAlchemy dialect or a family's name (then compiled for that
+    family, no driver needed; ``mysql`` gives MariaDB's). PostgreSQL and MariaDB: the
+    ``<table>_fence_seq`` SEQUENCE, the table and (where the comment is not inline) its
+    comment; SQLite: the table, the counter table and its two triggers (which are
+    always ``IF NOT EXISTS``). ``if_not_exists`` adds ``IF NOT EXISTS`` to the table and
+    the sequence, so that the whole script may run where they exist.
+    """
+    compiled = ddl_dialect(dialect)
+    return [statement for _kind, statement in _ddl(compiled, table, if_not_exists)]
+
+
+def _ddl(dialect: Dialect, table: Table, if_not_exists: bool) -> list[tuple[str, str]]:
+    """:func:`ddl_statements`, each with what it creates: ``sequence``, ``table`` (the
+    table and its comment) or ``counter`` (SQLite's counter table and triggers)."""
+    prof = profile(dialect)
+    out: list[tuple[str, str]] = []
+    # A dialect that met its server knows whether it has sequences (MySQL has none,
+    # and create_all skips it there); one compiled offline is taken at its family's word.
+    offline = getattr(dialect, "server_version_info", None) is None
+    if prof.fence_kind == "sequence" and (dialect.supports_sequences or offline):
+        create = CreateSequence(fence_sequence(table), if_not_exists=if_not_exists)
+        out.append(("sequence", str(create.compile(dialect=dialect)).strip()))
+    create_table = CreateTable(table, if_not_exists=if_not_exists)
+    out.append(("table", str(create_table.compile(dialect=dialect)).strip()))
+    if table.comment and dialect.supports_comments and not dialect.inline_comments:
+        out.append(("table", str(SetTableComment(table).compile(dialect=dialect)).strip()))
+    if prof.fence_kind == "counter":
+        counter = sqlite_counter_ddl(table.name, fence_counter_name(table.name))
+        out.extend(("counter", statement) for statement in counter)
+    return out
+
+
 def ensure_table(conn: Connection, table: Table) -> None:
     """Create the lock table and its fencing counter where missing (safe under races).
+
+    Runs :func:`ddl_statements`, skipping the table and the sequence where they exist
+    already (SQLite's counter statements always run: they are idempotent, and repair a
+    missing counter). Not with ``IF NOT EXISTS``: another object in the sequence's
+    name (a table, say) must fail the creation, not be taken for the sequence.
 
     Several processes may start at once on an empty database: each checks, creates
     what is missing, and when another one got there first (a "duplicate" error from
@@ -157,23 +203,30 @@ def ensure_table(conn: Connection, table: Table) -> None:
     raises :class:`~joblocks.LockTableMismatch`, and nothing is created.
     """
     check_shape(conn, table)
+    statements = _ddl(conn.dialect, table, if_not_exists=False)
     for attempt in range(1, 6):
         try:
-            table.metadata.create_all(conn, checkfirst=True)
+            found = inspect(conn)
+            exists = {
+                "table": found.has_table(table.name, schema=table.schema),
+                "sequence": any(kind == "sequence" for kind, _ in statements)
+                and found.has_sequence(fence_sequence_name(table.name), schema=table.schema),
+                "counter": False,
+            }
+            for kind, statement in statements:
+                if not exists[kind]:
+                    conn.exec_driver_sql(statement)
             break
         except Exception:
             if attempt == 5:
                 raise
             time.sleep(0.02 * attempt)
-    if conn.dialect.name == "sqlite":
-        for statement in sqlite_counter_ddl(table.name, fence_counter_name(table.name)):
-            conn.exec_driver_sql(statement)
 
 
 #: The lock table's columns: name -> the SQLAlchemy type class its reflection must be.
 _COLUMN_KINDS: dict[str, tuple[type[TypeEngine[Any]], ...]] = {
-    "id": (String, _Binary),
-    "holder": (String, _Binary),
+    "id": (String, BinaryType),
+    "holder": (String, BinaryType),
     "acquired_at": (Integer,),
     "expires_at": (Integer,),
     "fence": (Integer,),
@@ -193,7 +246,7 @@ def shape_problems(conn: Connection, table: Table) -> list[str] | None:
     if not found.has_table(table.name, schema=table.schema):
         return None
     # Column names are case-insensitive on SQLite and MariaDB, exact on PostgreSQL.
-    fold = str if conn.dialect.name == "postgresql" else str.lower
+    fold = str if profile(conn.dialect).exact_column_names else str.lower
     columns = {
         fold(column["name"]): column for column in found.get_columns(table.name, table.schema)
     }

@@ -27,17 +27,10 @@ from typing import Any, Literal, Union
 from sqlalchemy import Dialect, Table, text
 
 from ._clock import statement_now_sql
+from ._dialects import ACQUIRE_PATHS, AcquirePath, Profile, profile
 from ._schema import fence_counter_name, fence_sequence
 
-AcquirePath = Literal["upsert", "update_insert", "portable"]
-ACQUIRE_PATHS: tuple[AcquirePath, ...] = ("upsert", "update_insert", "portable")
-
-#: The path each dialect uses unless told otherwise (see docs/performance.md).
-DEFAULT_PATH: dict[str, AcquirePath] = {
-    "postgresql": "upsert",
-    "sqlite": "upsert",
-    "mysql": "upsert",
-}
+__all__ = ["ACQUIRE_PATHS", "AcquirePath", "Statements", "build", "paths_for"]
 
 #: First key of the PostgreSQL advisory locks that order fencing tokens ("jl").
 _ADVISORY_CLASS = 0x6A6C
@@ -79,6 +72,7 @@ class Statements:
     """Everything one model sends, prepared for one dialect and table."""
 
     family: str  # "postgresql" | "sqlite" | "mysql"
+    profile: Profile  # what joblocks knows about the database family (``_dialects``)
     path: AcquirePath
     acquire: tuple[AcquireStep, ...]
     release: Prepared
@@ -117,21 +111,16 @@ def _prepare(dialect: Dialect, sql: str) -> Prepared:
     return Prepared(compiled.string, tuple(order) if compiled.positional and order else None)
 
 
-def family_of(dialect: Dialect) -> str:
-    return "mysql" if dialect.name in ("mysql", "mariadb") else dialect.name
-
-
 def paths_for(dialect: Dialect) -> tuple[AcquirePath, ...]:
     """The acquire paths a dialect offers."""
-    if family_of(dialect) == "mysql":
-        return ("upsert", "portable")
-    return ACQUIRE_PATHS
+    return profile(dialect).acquire_paths
 
 
 def build(dialect: Dialect, table: Table, path: AcquirePath | None = None) -> Statements:
     """Prepare every statement of a model for ``dialect`` and ``table``."""
-    family = family_of(dialect)
-    chosen: AcquirePath = path or DEFAULT_PATH[family]
+    prof = profile(dialect)
+    family = prof.family
+    chosen: AcquirePath = path or prof.default_path
     if chosen not in paths_for(dialect):
         raise ValueError(
             f"acquire_path must be one of {paths_for(dialect)} on {dialect.name}, got {path!r}"
@@ -309,6 +298,7 @@ def build(dialect: Dialect, table: Table, path: AcquirePath | None = None) -> St
     expired = f"expires_at <= {now}"
     return Statements(
         family=family,
+        profile=prof,
         path=chosen,
         acquire=acquire,
         release=p(f"DELETE FROM {t} WHERE id = :key AND holder = :holder"),

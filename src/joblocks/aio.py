@@ -16,7 +16,6 @@ from collections.abc import AsyncIterator, Awaitable, Mapping
 from typing import Any, Callable, TypeVar
 
 from sqlalchemy import exc as sa_exc
-from sqlalchemy.util import greenlet_spawn
 
 from . import _config, _engines, _events, _guard, _ops, _validate
 from ._base import TRANSIENT_ATTEMPTS, Database, ModelCore, log, transient_pause
@@ -42,6 +41,7 @@ from ._lease import LeaseBase, LeaseOptions, check_cancel_on_loss, fill_times, n
 from ._records import JobLock
 from ._run import after_release, check_work
 from ._schema import JOB_LOCKS_TABLE_NAME
+from ._sqla import greenlet_spawn
 from ._statements import AcquirePath
 
 _engines.require_asyncio()  # an ImportError naming the extra to install, not a late failure
@@ -139,7 +139,7 @@ class JobLockModel(ModelCore):
         # cut connection ends in LockBackendError rather than a hang (the cancelled
         # statement's connection is invalidated). PostgreSQL has tcp_user_timeout and
         # SQLite its busy timeout.
-        if self.statements.family == "mysql":
+        if self.statements.profile.bounds_async_calls:
             return self.timeout_ms / 1000
         return None
 

@@ -47,10 +47,6 @@ def describe_source(source: str | None) -> str:
     }.get(source or "", str(source))
 
 
-#: URL backends joblocks supports.
-SUPPORTED_BACKENDS = ("sqlite", "postgresql", "mysql", "mariadb")
-
-
 class CliError(Exception):
     """A failure reported as one line on stderr, with its exit code."""
 
@@ -73,13 +69,11 @@ def resolve_url(args: argparse.Namespace) -> tuple[URL, str]:
 
 def check_backend(url: URL) -> None:
     """Refuse databases joblocks does not support, before loading any driver."""
+    from .._dialects import SUPPORTED_BACKENDS, UNSUPPORTED
+
     backend = url.get_backend_name()
     if backend not in SUPPORTED_BACKENDS:
-        raise CliError(
-            "joblocks supports SQLite, PostgreSQL (postgresql:// or postgres://) and MariaDB "
-            f"(mysql:// or mariadb://), not {backend!r}",
-            EXIT_USAGE,
-        )
+        raise CliError(f"{UNSUPPORTED}{backend!r}", EXIT_USAGE)
 
 
 def table_options(args: argparse.Namespace) -> tuple[str, str | None]:

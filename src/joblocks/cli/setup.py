@@ -68,17 +68,13 @@ def ddl_script(args: argparse.Namespace) -> str:
     Needs no connection and no driver: the dialect comes from the URL alone.
     """
     from sqlalchemy import MetaData
-    from sqlalchemy.schema import CreateSequence, CreateTable, SetTableComment
 
-    from .._schema import build_table, fence_counter_name, fence_sequence, sqlite_counter_ddl
+    from .._dialects import profile
+    from .._schema import build_table, ddl_statements
 
     url, _source = resolve_url(args)
     check_backend(url)
     backend = url.get_backend_name()
-    try:
-        dialect = url.get_dialect()()
-    except Exception as exc:
-        raise CliError(f"cannot load SQLAlchemy's {backend} dialect: {exc}") from exc
     name, schema = table_options(args)
     if backend == "sqlite":
         if schema not in (None, "main"):
@@ -88,18 +84,14 @@ def ddl_script(args: argparse.Namespace) -> str:
             )
         schema = None
     locks = build_table(MetaData(), name, schema)
-    statements: list[str] = []
-    if backend != "sqlite":
-        statements.append(str(CreateSequence(fence_sequence(locks)).compile(dialect=dialect)))
-    statements.append(str(CreateTable(locks).compile(dialect=dialect)))
-    if locks.comment and dialect.supports_comments and not dialect.inline_comments:
-        statements.append(str(SetTableComment(locks).compile(dialect=dialect)))
-    if backend == "sqlite":
-        statements.extend(sqlite_counter_ddl(locks.name, fence_counter_name(locks.name)))
-    family = {"sqlite": "SQLite", "postgresql": "PostgreSQL"}.get(backend, "MariaDB")
+    try:
+        statements = ddl_statements(backend, locks)
+    except Exception as exc:
+        raise CliError(f"cannot load SQLAlchemy's {backend} dialect: {exc}") from exc
+    prof = profile(backend)
     header = (
         f"-- joblocks {__version__}: lock table {locks.fullname} and its fencing "
-        f"{'counter' if backend == 'sqlite' else 'sequence'} for {family}"
+        f"{prof.fence_kind} for {prof.label}"
     )
     body = "\n\n".join(_statement(text) for text in statements)
     return f"{header}\n\n{body}"

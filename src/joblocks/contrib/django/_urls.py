@@ -8,6 +8,8 @@ from typing import Any
 
 from sqlalchemy import URL
 
+from ..._dialects import profile
+
 #: Django ENGINE suffix -> the joblocks (SQLAlchemy) backend name.
 _BACKENDS = {
     "sqlite3": "sqlite",
@@ -62,7 +64,7 @@ def url_from_settings(settings_dict: Mapping[str, Any]) -> URL:
     backend = backend_of(str(settings_dict.get("ENGINE") or ""))
     options = dict(settings_dict.get("OPTIONS") or {})
     name = settings_dict.get("NAME")
-    if backend == "sqlite":
+    if profile(backend).single_file:
         return _sqlite_url(name, options)
     query: dict[str, str] = {}
     host = _text(settings_dict.get("HOST"))

@@ -37,6 +37,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[Any]:
     """Django system check: ``JOBLOCKS_DATABASE`` names a usable database."""
     from django.conf import settings  # type: ignore[import-untyped, unused-ignore]
 
+    from ..._dialects import profile
     from . import database_alias, model_options
     from ._urls import backend_of
 
@@ -59,7 +60,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[Any]:
     except ValueError as exc:
         return [checks.Error(f"DATABASES[{alias!r}]: {exc}", id="joblocks.E003")]
     name = str(entry.get("NAME") or "")
-    if backend == "sqlite" and (name in ("", ":memory:") or "mode=memory" in name):
+    if profile(backend).single_file and (name in ("", ":memory:") or "mode=memory" in name):
         errors.append(
             checks.Error(
                 f"DATABASES[{alias!r}] is an in-memory SQLite database, which cannot "

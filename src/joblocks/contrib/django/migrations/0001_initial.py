@@ -13,6 +13,7 @@ from typing import Any, ClassVar
 from django.db import migrations  # type: ignore[import-untyped, unused-ignore]
 
 from joblocks import JOB_LOCKS_TABLE_NAME
+from joblocks._dialects import profile
 from joblocks.contrib.django._ddl import create_statements, drop_statements
 
 
@@ -23,9 +24,10 @@ def _statements(schema_editor: Any, build: Any) -> list[str]:
     if connection.alias != database_alias():
         return []
     vendor = connection.vendor
-    if vendor == "mysql" and not getattr(connection, "mysql_is_mariadb", False):
+    floor = profile(vendor).version_floor
+    if floor and vendor == "mysql" and not getattr(connection, "mysql_is_mariadb", False):
         raise RuntimeError(
-            "joblocks needs MariaDB 10.3 or newer on this database family: "
+            f"joblocks needs {floor} or newer on this database family: "
             "MySQL has no SEQUENCE for the fencing counter"
         )
     options = model_options()

@@ -1,0 +1,72 @@
+"""The SQLAlchemy internals joblocks relies on, each behind one small function.
+
+joblocks runs its statements on the driver's cursor (one round trip, no SQLAlchemy
+result machinery) and so does a few things SQLAlchemy does inside itself. Every use of a
+name SQLAlchemy does not document lives here, nowhere else; ``tests/test_sqla_seams.py``
+checks that the installed SQLAlchemy has each of them and is in the range
+``pyproject.toml`` allows, and fails loudly otherwise.
+
+- :func:`invalidate_pool`: ``Pool._invalidate(connection, exc, _checkin=False)``, what
+  SQLAlchemy does on a disconnect error (every pooled connection made before it is
+  replaced on its next use).
+- :func:`dbapi_error`: ``Dialect.loaded_dbapi.Error``, the driver's base exception.
+- :func:`checkout_dialect`: ``proxy._pool._dialect``, the dialect of a pool, reached
+  from the connection proxy a ``checkout`` event gets.
+- :func:`overflow`: ``QueuePool._max_overflow`` and ``._overflow``, how many overflow
+  connections the pool may open and has open.
+- :func:`greenlet_spawn`: ``sqlalchemy.util.greenlet_spawn``, which runs sync code that
+  awaits the asyncio driver (what ``AsyncConnection.run_sync`` uses), in one greenlet.
+- :data:`BinaryType`: ``sqlalchemy.sql.sqltypes._Binary``, the base class of reflected
+  binary column types.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable
+from typing import Any, Callable
+
+from sqlalchemy import Connection, Dialect
+from sqlalchemy.sql.sqltypes import _Binary
+from sqlalchemy.util import greenlet_spawn as _greenlet_spawn
+
+#: The SQLAlchemy versions joblocks supports (``pyproject.toml`` allows the same).
+SUPPORTED_MIN = (2, 0, 20)
+SUPPORTED_BELOW = (3,)
+
+#: The base class SQLAlchemy reflects binary columns (``VARBINARY``, ``BLOB``) as.
+BinaryType: type[Any] = _Binary
+
+
+def invalidate_pool(conn: Connection, exc: BaseException) -> None:
+    """Mark every connection ``conn``'s pool made so far as stale, as SQLAlchemy does
+    when a statement fails with a disconnect error (``conn`` itself stays checked out;
+    invalidate it too)."""
+    pool: Any = conn.engine.pool
+    pool._invalidate(conn.connection, exc, _checkin=False)
+
+
+def dbapi_error(dialect: Dialect) -> Any:
+    """The base exception class of the dialect's (loaded) driver module (typed as the
+    driver's own: ``Any``)."""
+    return dialect.loaded_dbapi.Error
+
+
+def checkout_dialect(proxy: Any) -> Dialect:
+    """The dialect of the pool behind the connection proxy of a ``checkout`` event."""
+    dialect: Dialect = proxy._pool._dialect
+    return dialect
+
+
+def overflow(pool: Any) -> tuple[int, int] | None:
+    """``(max_overflow, overflow)`` of a ``QueuePool``: the overflow connections it may
+    open and the count it keeps of them; None for a pool without a limit (``NullPool``,
+    ``StaticPool``, ``max_overflow=-1``)."""
+    max_overflow = getattr(pool, "_max_overflow", -1)
+    if max_overflow < 0:
+        return None
+    return max_overflow, getattr(pool, "_overflow", max_overflow)
+
+
+#: Run ``fn(*args)`` in a greenlet where it may call the asyncio driver through
+#: SQLAlchemy's sync API (as ``AsyncConnection.run_sync`` does); await the result.
+greenlet_spawn: Callable[..., Awaitable[Any]] = _greenlet_spawn
