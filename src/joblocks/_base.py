@@ -39,6 +39,9 @@ class ModelCore:
     errors_as_taken: bool
     database: str
     timeout_ms: int
+    table_ready: bool
+    #: The face's lease class (built by ``_lifecycle.take``).
+    _lease_type: Any
 
     def _setup(
         self,

@@ -29,9 +29,9 @@ from typing import TYPE_CHECKING, Any, Callable
 from sqlalchemy import Table, exists
 from sqlalchemy.sql.elements import ColumnElement
 
-from . import _events, _ops, _validate
+from . import _events, _lifecycle, _ops, _validate
 from ._clock import db_now_ms
-from ._errors import LeaseLost, LockBackendError
+from ._errors import LeaseLost
 from ._records import from_ms
 
 if TYPE_CHECKING:
@@ -234,6 +234,14 @@ class LeaseBase:
             self._released = True
             return True
 
+    def _keep_alive(self) -> None:
+        """Hand the lease to its face's keep-alive renewer (a thread or a task)."""
+        raise NotImplementedError
+
+    def _stop_keeping_alive(self) -> None:
+        """Take the lease off its face's renewer."""
+        raise NotImplementedError
+
     def _lost_error(self) -> LeaseLost:
         return LeaseLost(self.key, self._lost_reason or "released")
 
@@ -303,6 +311,8 @@ class LeaseBase:
 class Lease(LeaseBase):
     """One grant of a lock (sync face). Use as a context manager to release on exit."""
 
+    _model: JobLockModel
+
     def __init__(self, model: JobLockModel, **state: Any) -> None:
         super().__init__(table=model.table, **state)
         self._model = model
@@ -330,14 +340,7 @@ class Lease(LeaseBase):
         or an earlier refresh): a release keeps the row until the latest of them.
         Bad values raise ``TypeError``/``ValueError`` before the database is touched.
         """
-        args = self._refresh_args(ttl, min_hold)
-        if args is None:
-            return False
-        sent = time.monotonic()
-        expires = self._model._call(
-            "refresh", _ops.refresh_lease, self.key, self.holder, self.token, args[0]
-        )
-        return self._refreshed(expires, sent, *args)
+        return self._model._drive(_lifecycle.lease_refresh(self, ttl, min_hold))
 
     def release(self) -> bool:
         """Let the lease go (the row is kept until the end of a min_hold still ahead:
@@ -347,54 +350,25 @@ class Lease(LeaseBase):
         expired and was taken, deleted, or taken back as a new grant) — nothing is
         deleted then.
         """
-        if not self._begin_release():
-            return False
-        from . import _keepalive
-
-        _keepalive.thread_renewer.remove(self)
-        try:
-            released = self._model._call(
-                "release",
-                _ops.release_lease,
-                self.key,
-                self.holder,
-                self.token,
-                self._min_hold_ms,
-                self._hold_until_ms,
-            )
-        except LockBackendError as exc:
-            _events.emit("error", self.key, self.holder, token=self.token, error=exc)
-            raise
-        held_ms = (time.monotonic() - self._started) * 1000
-        _events.emit("released", self.key, self.holder, token=self.token, held_ms=held_ms)
-        return bool(released)
+        return self._model._drive(_lifecycle.lease_release(self))
 
     def ensure_held(self) -> None:
         """Raise :class:`~joblocks.LeaseLost` unless the database still has this grant live."""
-        if self._lost_reason is not None or self._released:
-            raise self._lost_error()
-        if not self._model._call("check lease", _ops.is_held, self.key, self.holder, self.token):
-            self._mark_lost("the row is gone, expired or another holder's")
-            raise self._lost_error()
+        self._model._drive(_lifecycle.ensure_held(self))
 
     def _renew_once(self) -> None:
         """One renewal by the keep-alive thread; never raises."""
-        sent = time.monotonic()
-        try:
-            expires = self._model._call(
-                "renew", _ops.refresh_lease, self.key, self.holder, self.token, self.ttl_ms
-            )
-        except Exception as exc:
-            _events.emit("error", self.key, self.holder, token=self.token, error=exc)
-            log.warning("joblocks: renewing %r failed: %s", self.key, exc)
-            self._check_ran_out()
-            self._after_failed_renewal(time.monotonic())
-            return
-        if expires is None:
-            self._mark_lost("renewal refused: the row is gone, expired or another grant's")
-            return
-        self._renewed(expires, sent, self.ttl_ms)
-        _events.emit("renewed", self.key, self.holder, token=self.token)
+        self._model._drive(_lifecycle.renew_once(self))
+
+    def _keep_alive(self) -> None:
+        from ._keepalive import thread_renewer
+
+        thread_renewer.add(self)
+
+    def _stop_keeping_alive(self) -> None:
+        from ._keepalive import thread_renewer
+
+        thread_renewer.remove(self)
 
     def __enter__(self) -> Lease:
         return self
@@ -485,27 +459,3 @@ def check_cancel_on_loss(cancel_on_loss: object, keepalive: bool) -> bool:
     if cancel_on_loss and not keepalive:
         raise ValueError("cancel_on_loss needs keepalive=True (loss is found by renewals)")
     return cancel_on_loss
-
-
-def next_pause(attempt: int, started: float, wait_ms: int | None) -> float | None:
-    """Seconds to sleep before the next try, or None when the wait is over (or none)."""
-    import random
-
-    from ._backoff import delay_ms
-
-    if wait_ms is None:
-        return None
-    remaining = wait_ms - (time.monotonic() - started) * 1000
-    if remaining <= 0:
-        return None
-    pause = delay_ms(attempt, remaining, random.random())  # noqa: S311 - jitter, not crypto
-    return max(min(1.0, remaining), pause) / 1000
-
-
-def fill_times(grant: _ops.Grant, row: Any) -> tuple[_ops.Grant, bool]:
-    """A grant without times (MySQL) completed from a peeked row; False if not ours."""
-    if row is None or row.fence != grant.fence:
-        return grant, False
-    acquired = round(row.acquired_at.timestamp() * 1000)
-    expires = round(row.expires_at.timestamp() * 1000)
-    return _ops.Grant(grant.fence, acquired, expires), True

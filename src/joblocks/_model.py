@@ -11,14 +11,13 @@ from collections.abc import Iterator
 from typing import Any, Callable, TypeVar
 
 from sqlalchemy import Connection, Engine
-from sqlalchemy import exc as sa_exc
 
-from . import _engines, _events, _ops, _validate
-from ._base import TRANSIENT_ATTEMPTS, Database, ModelCore, log, transient_pause
+from . import _lifecycle, _ops, _validate
+from ._base import Database, ModelCore
 from ._connections import ConnectionCache
-from ._errors import LockBackendError, LockExistsError, translate
-from ._keepalive import thread_renewer
-from ._lease import Lease, LeaseOptions, fill_times, next_pause
+from ._errors import translate
+from ._lease import Lease, LeaseOptions
+from ._lifecycle import Attempt, FirstUse, Sleep, Steps, Work
 from ._records import JobLock
 from ._schema import JOB_LOCKS_TABLE_NAME
 from ._statements import AcquirePath
@@ -47,6 +46,8 @@ class JobLockModel(ModelCore):
     idle connections between calls; an engine you pass in gets every connection back
     in its pool after each call.
     """
+
+    _lease_type = Lease
 
     def __init__(
         self,
@@ -91,33 +92,47 @@ class JobLockModel(ModelCore):
             yield fresh
 
     def _call(self, operation: str, fn: Callable[..., T], *args: Any) -> T:
-        with translate(operation, self.database):
-            if not self.table_ready:
-                self._create_table()
-            attempt = 1
-            cache = self._cache
-            while True:
-                try:
-                    if cache is None:
-                        with self.engine.connect() as conn:
-                            return fn(conn, self.statements, *args)
-                    # The cache's context manager, inlined: this runs on every call.
-                    conn = cache.take()
-                    try:
-                        result = fn(conn, self.statements, *args)
-                    except BaseException:
-                        cache.put_after_error(conn)
-                        raise
-                    cache.put(conn)
-                    return result
-                except sa_exc.DBAPIError as exc:
-                    if attempt >= TRANSIENT_ATTEMPTS or not _ops.is_transient(
-                        exc, self.statements.family
-                    ):
-                        raise
-                    log.debug("joblocks: %s retried after a transient error: %s", operation, exc)
-                    time.sleep(transient_pause(attempt))
-                    attempt += 1
+        return self._drive(_lifecycle.call(self, operation, fn, *args))
+
+    def _drive(self, steps: Steps[T]) -> T:
+        """Run the life-cycle generator ``steps`` to its end, doing each step it yields
+        by blocking calls (see ``_lifecycle``)."""
+        result: Any = None
+        error: BaseException | None = None
+        while True:
+            try:
+                step = steps.send(result) if error is None else steps.throw(error)
+            except StopIteration as done:
+                return done.value  # type: ignore[no-any-return]
+            result = error = None
+            try:
+                if isinstance(step, Attempt):
+                    result = self._attempt(step.fn, step.args)
+                elif isinstance(step, Sleep):
+                    time.sleep(step.seconds)
+                elif isinstance(step, FirstUse):
+                    self._create_table()
+                elif isinstance(step, Work):
+                    step.work()
+                else:
+                    result = self._drive(step.steps)
+            except BaseException as exc:  # thrown back in at the yield
+                error = exc
+
+    def _attempt(self, fn: Callable[..., T], args: tuple[Any, ...]) -> T:
+        cache = self._cache
+        if cache is None:
+            with self.engine.connect() as conn:
+                return fn(conn, self.statements, *args)
+        # The cache's context manager, inlined: this runs on every call.
+        conn = cache.take()
+        try:
+            result = fn(conn, self.statements, *args)
+        except BaseException:
+            cache.put_after_error(conn)
+            raise
+        cache.put(conn)
+        return result
 
     def _create_table(self) -> None:
         with self._table_lock:
@@ -137,13 +152,6 @@ class JobLockModel(ModelCore):
             with self._connection() as conn:
                 self._first_use(conn, True)
             self.table_ready = True
-
-    def _identify(self) -> tuple[Any, ...]:
-        """The table's identity (see ``identity``): read once, then kept."""
-        if self._found is None:
-            found = self._call("identify table", _engines.table_identity, self.table)
-            self._found = self._found or found
-        return self._found.key
 
     def dispose(self) -> None:
         """Close this model's connections (and its engine, if joblocks made it).
@@ -179,23 +187,11 @@ class JobLockModel(ModelCore):
 
         ``ttl`` is milliseconds (int or float) or a ``datetime.timedelta``.
         """
-        key = _validate.lock_key(lock_key)
-        ttl_ms = _validate.duration_ms(ttl, "ttl")
-        who = _validate.holder(holder)
-        try:
-            grant = self._call("acquire", _ops.acquire, key, who, ttl_ms)
-        except LockBackendError as exc:
-            if not self.errors_as_taken:
-                raise
-            log.warning("joblocks: acquire of %r failed, reported as taken: %s", key, exc)
-            return None
-        return None if grant is None else grant.fence
+        return self._drive(_lifecycle.acquire_token(self, lock_key, ttl, holder))
 
     def release(self, lock_key: str, holder: str) -> bool:
         """Delete the row if ``holder`` holds it (a no-op otherwise); True when deleted."""
-        key = _validate.lock_key(lock_key)
-        who = _validate.holder(holder)
-        return self._call("release", _ops.release, key, who)
+        return self._drive(_lifecycle.release(self, lock_key, holder))
 
     def refresh(self, lock_key: str, ttl: _validate.Duration, holder: str) -> bool:
         """Set the expiry to now + ``ttl`` (ms or timedelta) if the row is ``holder``'s,
@@ -208,15 +204,11 @@ class JobLockModel(ModelCore):
         extending, use :meth:`Lease.refresh` (``min_hold=``); this plain refresh has
         no minimum hold, as the plain :meth:`release` is the reference's delete.
         """
-        key = _validate.lock_key(lock_key)
-        ttl_ms = _validate.duration_ms(ttl, "ttl")
-        who = _validate.holder(holder)
-        return self._call("refresh", _ops.refresh, key, who, ttl_ms) is not None
+        return self._drive(_lifecycle.refresh(self, lock_key, ttl, holder))
 
     def peek(self, lock_key: str) -> JobLock | None:
         """The row of ``lock_key`` whatever its state (held or expired), or None."""
-        key = _validate.lock_key(lock_key)
-        return self._call("peek", _ops.peek, key)
+        return self._drive(_lifecycle.peek(self, lock_key))
 
     # -- leases -----------------------------------------------------------------------
 
@@ -261,33 +253,9 @@ class JobLockModel(ModelCore):
     def _lease(
         self, key: str, ttl_ms: int, opts: LeaseOptions, started: float, *, times: bool = True
     ) -> Lease | None:
-        attempt = 0
-        while True:
-            sent = time.monotonic()
-            try:
-                grant = self._call("acquire", _ops.acquire, key, opts.holder, ttl_ms)
-            except LockBackendError as exc:
-                _events.emit("error", key, opts.holder, error=exc)
-                raise
-            if grant is not None:
-                break
-            attempt += 1
-            pause = next_pause(attempt, started, opts.wait_ms)
-            if pause is None:
-                _events.emit("conflict", key, opts.holder)
-                return None
-            time.sleep(pause)
-        mine = True
-        if grant.acquired_ms is None and (times or opts.keepalive or opts.on_lost):
-            # MySQL/MariaDB report only the token: read the row's times.
-            grant, mine = fill_times(grant, self._call("peek", _ops.peek, key))
-        lease = Lease(self, **opts.lease_state(key, grant, sent, ttl_ms))
-        waited = (sent - started) * 1000 if opts.wait_ms is not None else None
-        _events.emit("acquired", key, opts.holder, token=grant.fence, waited_ms=waited)
-        if not mine:
-            lease._mark_lost("the row changed right after it was granted")
-        elif opts.keepalive:
-            thread_renewer.add(lease)
+        lease: Lease | None = self._drive(
+            _lifecycle.take(self, key, ttl_ms, opts, started, times=times)
+        )
         return lease
 
     # -- the plain model surface ------------------------------------------------
@@ -299,13 +267,11 @@ class JobLockModel(ModelCore):
     def list(self, state: _ops.State = "all") -> builtins.list[JobLock]:
         """All rows ordered by key; ``state="held"`` (alias ``"live"``) or ``"expired"``
         keeps the rows in that state by the database's clock (``"all"``: every row)."""
-        _check_state(state)
-        return self._call("list", _ops.list_locks, state)
+        return self._drive(_lifecycle.list_locks(self, state))
 
     def count(self, state: _ops.State = "all") -> int:
         """How many rows there are (``state`` as in :meth:`list`)."""
-        _check_state(state)
-        return self._call("count", _ops.count, state)
+        return self._drive(_lifecycle.count(self, state))
 
     def iter_locks(
         self, state: _ops.State = "all", *, batch_size: int = _ops.PAGE_SIZE
@@ -319,14 +285,14 @@ class JobLockModel(ModelCore):
         or deleted meanwhile may or may not be seen as it was. ``state`` is judged by
         the database's clock when each page is read. Arguments are checked at the call.
         """
-        _check_state(state)
+        _validate.state(state)
         size = _validate.batch_size(batch_size)
         return self._pages(state, size)
 
     def _pages(self, state: _ops.State, size: int) -> Iterator[JobLock]:
         after: str | None = ""
         while after is not None:
-            page = self._call("list", _ops.list_page, state, after, size)
+            page = self._drive(_lifecycle.page(self, state, after, size))
             yield from page
             after = _ops.next_after(page, size)
 
@@ -346,33 +312,14 @@ class JobLockModel(ModelCore):
         ``dry_run=True`` only counts the rows it would delete. Stopping it part-way
         (an error, an interrupt) leaves the batches already done deleted.
         """
-        age_ms, size = _validate.prune_options(expired_for, batch_size, dry_run)
-        if dry_run:
-            return self._call("prune", _ops.count_prunable, age_ms)
-        deleted = 0
-        after: str | None = ""
-        while True:
-            started = time.monotonic()
-            done, after = self._call("prune", _ops.prune_batch, age_ms, size, after)
-            deleted += done
-            if after is None:
-                return deleted
-            pause = _ops.prune_pause_s(self.statements.family, time.monotonic() - started)
-            if pause:
-                time.sleep(pause)
+        return self._drive(_lifecycle.prune(self, expired_for, batch_size, dry_run))
 
     def insert(self, lock_key: str, *, holder: str, ttl: _validate.Duration) -> JobLock:
         """Insert a new row with a new fencing token; ``LockExistsError`` if one exists.
 
         ``ttl`` is milliseconds (int or float) or a ``datetime.timedelta``.
         """
-        key = _validate.lock_key(lock_key)
-        who = _validate.holder(holder)
-        ttl_ms = _validate.duration_ms(ttl, "ttl")
-        row = self._call("insert", _ops.insert, key, who, ttl_ms)
-        if row is None:
-            raise LockExistsError(key)
-        return row
+        return self._drive(_lifecycle.insert(self, lock_key, holder, ttl))
 
     def update(
         self,
@@ -386,21 +333,15 @@ class JobLockModel(ModelCore):
         ``ttl`` is milliseconds (int or float) or a ``datetime.timedelta``. A new holder
         gets a new fencing token. True when the row exists.
         """
-        key = _validate.lock_key(lock_key)
-        who = None if holder is None else _validate.holder(holder)
-        ttl_ms = None if ttl is None else _validate.duration_ms(ttl, "ttl")
-        if who is None and ttl_ms is None:
-            raise ValueError("update needs holder= or ttl= (or both)")
-        return self._call("update", _ops.update, key, who, ttl_ms)
+        return self._drive(_lifecycle.update(self, lock_key, holder, ttl))
 
     def delete(self, lock_key: str) -> bool:
         """Delete the row of ``lock_key`` whoever holds it; True when a row was deleted."""
-        key = _validate.lock_key(lock_key)
-        return self._call("delete", _ops.delete, key)
+        return self._drive(_lifecycle.delete(self, lock_key))
 
     def now_ms(self) -> int:
         """The database server's clock, in epoch milliseconds."""
-        return self._call("read clock", _ops.now_ms)
+        return self._drive(_lifecycle.now_ms(self))
 
 
 def _close(cache: ConnectionCache | None, engine: Engine | None) -> None:
@@ -408,7 +349,3 @@ def _close(cache: ConnectionCache | None, engine: Engine | None) -> None:
         cache.close()
     if engine is not None:
         engine.dispose()
-
-
-def _check_state(state: object) -> None:
-    _validate.state(state)

@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import inspect
-import time
 from typing import Any, Callable
 
-from . import _events, _guard, _validate
-from ._base import log
+from . import _lifecycle, _validate
 from ._config import get_model, resolve_model
 from ._errors import LockNotAcquired
-from ._lease import Lease, LeaseBase, LeaseOptions, next_pause
+from ._lease import Lease, LeaseOptions
 from ._model import JobLockModel
 
 
@@ -75,57 +73,12 @@ def run_with_lock(
         max_hold=max_hold,
     )
     model = resolve_model(model, JobLockModel, get_model, "joblocks.JobLockModel")
-    started = time.monotonic()
-    slot = (model._identify(), key)
-    attempt = 0
-    while not _guard.enter(slot):
-        attempt += 1
-        pause = next_pause(attempt, started, opts.wait_ms)
-        if pause is None:
-            log.debug("joblocks: %r is already running in this process; skipped", key)
-            _events.emit("conflict", key, opts.holder)
-            return False
-        time.sleep(pause)
-    try:
-        lease = model._lease(key, ttl_ms, opts, started, times=False)
-        if lease is None:
-            log.debug("joblocks: %r is held by another worker; skipped", key)
-            return False
-        try:
-            work()
-        finally:
-            _release_quietly(lease)
-        return True
-    finally:
-        _guard.leave(slot)
+    return model._drive(_lifecycle.run_with_lock(model, key, ttl_ms, opts, work, False))
 
 
 def _release_quietly(lease: Lease) -> None:
     """Release after the work, never raising (the lease expires on its own anyway)."""
-    try:
-        released = lease.release()
-    except Exception:
-        log.exception("joblocks: releasing %r failed; it expires on its own", lease.key)
-        return
-    after_release(lease, released)
-
-
-def after_release(lease: LeaseBase, released: bool) -> None:
-    """Warn when the work outlived its lease, or the lease was gone at release."""
-    if lease.lost:
-        return  # already reported when it was found lost
-    held_ms = lease.held_for.total_seconds() * 1000
-    if not lease.keepalive and held_ms > lease.ttl_ms:
-        log.warning(
-            "joblocks: work under %r ran %.0f ms, longer than its ttl of %d ms: another "
-            "worker may have run it at the same time (use keepalive=True or a longer ttl)",
-            lease.key,
-            held_ms,
-            lease.ttl_ms,
-        )
-        _events.emit("overrun", lease.key, lease.holder, token=lease.token, held_ms=held_ms)
-    elif not released:
-        log.warning("joblocks: %r was no longer held by this worker at release", lease.key)
+    lease._model._drive(_lifecycle.release_quietly(lease))
 
 
 def lease(

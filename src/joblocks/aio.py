@@ -15,10 +15,8 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Mapping
 from typing import Any, Callable, TypeVar
 
-from sqlalchemy import exc as sa_exc
-
-from . import _config, _engines, _events, _guard, _ops, _validate
-from ._base import TRANSIENT_ATTEMPTS, Database, ModelCore, log, transient_pause
+from . import _config, _engines, _lifecycle, _ops, _validate
+from ._base import Database, ModelCore
 from ._config import resolve_model
 from ._errors import (
     LeaseLost,
@@ -37,9 +35,10 @@ from ._errors import (
     translate,
 )
 from ._keepalive import task_renewer
-from ._lease import LeaseBase, LeaseOptions, check_cancel_on_loss, fill_times, next_pause
+from ._lease import LeaseBase, LeaseOptions, check_cancel_on_loss
+from ._lifecycle import Attempt, FirstUse, Sleep, Steps, Work
 from ._records import JobLock
-from ._run import after_release, check_work
+from ._run import check_work
 from ._schema import JOB_LOCKS_TABLE_NAME
 from ._sqla import greenlet_spawn
 from ._statements import AcquirePath
@@ -104,28 +103,44 @@ class JobLockModel(ModelCore):
         )
 
     async def _call(self, operation: str, fn: Callable[..., T], *args: Any) -> T:
-        with translate(operation, self.database):
-            if not self.table_ready:
-                with translate(self._first_use_name, self.database):
-                    async with self.engine.connect() as conn:
-                        await conn.run_sync(self._first_use, self._create)
-                self.table_ready = True
-            attempt = 1
-            while True:
-                try:
-                    work = greenlet_spawn(self._in_greenlet, fn, *args)
-                    result: T = await (
-                        asyncio.wait_for(work, self._io_timeout) if self._io_timeout else work
-                    )
-                    return result
-                except sa_exc.DBAPIError as exc:
-                    if attempt >= TRANSIENT_ATTEMPTS or not _ops.is_transient(
-                        exc, self.statements.family
-                    ):
-                        raise
-                    log.debug("joblocks: %s retried after a transient error: %s", operation, exc)
-                    await asyncio.sleep(transient_pause(attempt))
-                    attempt += 1
+        return await self._drive(_lifecycle.call(self, operation, fn, *args))
+
+    async def _drive(self, steps: Steps[T]) -> T:
+        """Run the life-cycle generator ``steps`` to its end, awaiting each step it
+        yields (see ``_lifecycle``)."""
+        result: Any = None
+        error: BaseException | None = None
+        while True:
+            try:
+                step = steps.send(result) if error is None else steps.throw(error)
+            except StopIteration as done:
+                return done.value  # type: ignore[no-any-return]
+            result = error = None
+            try:
+                if isinstance(step, Attempt):
+                    work = greenlet_spawn(self._in_greenlet, step.fn, *step.args)
+                    timeout = self._io_timeout
+                    result = await (asyncio.wait_for(work, timeout) if timeout else work)
+                elif isinstance(step, Sleep):
+                    await asyncio.sleep(step.seconds)
+                elif isinstance(step, FirstUse):
+                    await self._open()
+                elif isinstance(step, Work):
+                    if step.cancel_on_loss:
+                        await step.lease._run_cancellable(step.work)  # type: ignore[attr-defined]
+                    else:
+                        await step.work()
+                else:
+                    # A cancelled caller still gets these steps done (e.g. a release).
+                    result = await asyncio.shield(self._drive(step.steps))
+            except BaseException as exc:  # thrown back in at the yield
+                error = exc
+
+    async def _open(self) -> None:
+        with translate(self._first_use_name, self.database):
+            async with self.engine.connect() as conn:
+                await conn.run_sync(self._first_use, self._create)
+        self.table_ready = True
 
     def _in_greenlet(self, fn: Callable[..., T], *args: Any) -> T:
         # Check-out, statements and check-in in one greenlet: ``async with
@@ -154,13 +169,6 @@ class JobLockModel(ModelCore):
                 await conn.run_sync(self._first_use, True)
             self.table_ready = True
 
-    async def _identify(self) -> tuple[Any, ...]:
-        """The table's identity (see ``identity``): read once, then kept."""
-        if self._found is None:
-            found = await self._call("identify table", _engines.table_identity, self.table)
-            self._found = self._found or found
-        return self._found.key
-
     async def dispose(self) -> None:
         """Close this model's connections (and its engine, if joblocks made it)."""
         if self.owns_engine:
@@ -181,23 +189,11 @@ class JobLockModel(ModelCore):
 
         ``ttl`` is milliseconds (int or float) or a ``datetime.timedelta``.
         """
-        key = _validate.lock_key(lock_key)
-        ttl_ms = _validate.duration_ms(ttl, "ttl")
-        who = _validate.holder(holder)
-        try:
-            grant = await self._call("acquire", _ops.acquire, key, who, ttl_ms)
-        except LockBackendError as exc:
-            if not self.errors_as_taken:
-                raise
-            log.warning("joblocks: acquire of %r failed, reported as taken: %s", key, exc)
-            return None
-        return None if grant is None else grant.fence
+        return await self._drive(_lifecycle.acquire_token(self, lock_key, ttl, holder))
 
     async def release(self, lock_key: str, holder: str) -> bool:
         """Delete the row if ``holder`` holds it (a no-op otherwise); True when deleted."""
-        key = _validate.lock_key(lock_key)
-        who = _validate.holder(holder)
-        return await self._call("release", _ops.release, key, who)
+        return await self._drive(_lifecycle.release(self, lock_key, holder))
 
     async def refresh(self, lock_key: str, ttl: _validate.Duration, holder: str) -> bool:
         """Set the expiry to now + ``ttl`` if the row is ``holder``'s, even if expired,
@@ -205,15 +201,11 @@ class JobLockModel(ModelCore):
 
         ``ttl`` is milliseconds (int or float) or a ``datetime.timedelta``.
         """
-        key = _validate.lock_key(lock_key)
-        ttl_ms = _validate.duration_ms(ttl, "ttl")
-        who = _validate.holder(holder)
-        return await self._call("refresh", _ops.refresh, key, who, ttl_ms) is not None
+        return await self._drive(_lifecycle.refresh(self, lock_key, ttl, holder))
 
     async def peek(self, lock_key: str) -> JobLock | None:
         """The row of ``lock_key`` whatever its state, or None."""
-        key = _validate.lock_key(lock_key)
-        return await self._call("peek", _ops.peek, key)
+        return await self._drive(_lifecycle.peek(self, lock_key))
 
     async def try_lease(
         self,
@@ -251,32 +243,9 @@ class JobLockModel(ModelCore):
     async def _lease(
         self, key: str, ttl_ms: int, opts: LeaseOptions, started: float, *, times: bool = True
     ) -> Lease | None:
-        attempt = 0
-        while True:
-            sent = time.monotonic()
-            try:
-                grant = await self._call("acquire", _ops.acquire, key, opts.holder, ttl_ms)
-            except LockBackendError as exc:
-                _events.emit("error", key, opts.holder, error=exc)
-                raise
-            if grant is not None:
-                break
-            attempt += 1
-            pause = next_pause(attempt, started, opts.wait_ms)
-            if pause is None:
-                _events.emit("conflict", key, opts.holder)
-                return None
-            await asyncio.sleep(pause)
-        mine = True
-        if grant.acquired_ms is None and (times or opts.keepalive or opts.on_lost):
-            grant, mine = fill_times(grant, await self._call("peek", _ops.peek, key))
-        held = Lease(self, **opts.lease_state(key, grant, sent, ttl_ms))
-        waited = (sent - started) * 1000 if opts.wait_ms is not None else None
-        _events.emit("acquired", key, opts.holder, token=grant.fence, waited_ms=waited)
-        if not mine:
-            held._mark_lost("the row changed right after it was granted")
-        elif opts.keepalive:
-            task_renewer().add(held)
+        held: Lease | None = await self._drive(
+            _lifecycle.take(self, key, ttl_ms, opts, started, times=times)
+        )
         return held
 
     async def get(self, lock_key: str) -> JobLock | None:
@@ -286,13 +255,11 @@ class JobLockModel(ModelCore):
     async def list(self, state: _ops.State = "all") -> builtins.list[JobLock]:
         """All rows ordered by key; ``state="held"`` (alias ``"live"``) or ``"expired"``
         keeps the rows in that state by the database's clock (``"all"``: every row)."""
-        _check_state(state)
-        return await self._call("list", _ops.list_locks, state)
+        return await self._drive(_lifecycle.list_locks(self, state))
 
     async def count(self, state: _ops.State = "all") -> int:
         """How many rows there are (``state`` as in :meth:`list`)."""
-        _check_state(state)
-        return await self._call("count", _ops.count, state)
+        return await self._drive(_lifecycle.count(self, state))
 
     def iter_locks(
         self, state: _ops.State = "all", *, batch_size: int = _ops.PAGE_SIZE
@@ -303,14 +270,14 @@ class JobLockModel(ModelCore):
         Not a coroutine: arguments are checked at the call, and each page is read
         when the loop reaches it.
         """
-        _check_state(state)
+        _validate.state(state)
         size = _validate.batch_size(batch_size)
         return self._pages(state, size)
 
     async def _pages(self, state: _ops.State, size: int) -> AsyncIterator[JobLock]:
         after: str | None = ""
         while after is not None:
-            page = await self._call("list", _ops.list_page, state, after, size)
+            page = await self._drive(_lifecycle.page(self, state, after, size))
             for lock in page:
                 yield lock
             after = _ops.next_after(page, size)
@@ -324,33 +291,14 @@ class JobLockModel(ModelCore):
     ) -> int:
         """Delete the rows expired for at least ``expired_for`` (ms or timedelta), in
         batches; the number deleted. See :meth:`joblocks.JobLockModel.prune`."""
-        age_ms, size = _validate.prune_options(expired_for, batch_size, dry_run)
-        if dry_run:
-            return await self._call("prune", _ops.count_prunable, age_ms)
-        deleted = 0
-        after: str | None = ""
-        while True:
-            started = time.monotonic()
-            done, after = await self._call("prune", _ops.prune_batch, age_ms, size, after)
-            deleted += done
-            if after is None:
-                return deleted
-            pause = _ops.prune_pause_s(self.statements.family, time.monotonic() - started)
-            if pause:
-                await asyncio.sleep(pause)
+        return await self._drive(_lifecycle.prune(self, expired_for, batch_size, dry_run))
 
     async def insert(self, lock_key: str, *, holder: str, ttl: _validate.Duration) -> JobLock:
         """Insert a new row with a new fencing token; ``LockExistsError`` if one exists.
 
         ``ttl`` is milliseconds (int or float) or a ``datetime.timedelta``.
         """
-        key = _validate.lock_key(lock_key)
-        who = _validate.holder(holder)
-        ttl_ms = _validate.duration_ms(ttl, "ttl")
-        row = await self._call("insert", _ops.insert, key, who, ttl_ms)
-        if row is None:
-            raise LockExistsError(key)
-        return row
+        return await self._drive(_lifecycle.insert(self, lock_key, holder, ttl))
 
     async def update(
         self,
@@ -363,25 +311,15 @@ class JobLockModel(ModelCore):
 
         ``ttl`` is milliseconds (int or float) or a ``datetime.timedelta``.
         """
-        key = _validate.lock_key(lock_key)
-        who = None if holder is None else _validate.holder(holder)
-        ttl_ms = None if ttl is None else _validate.duration_ms(ttl, "ttl")
-        if who is None and ttl_ms is None:
-            raise ValueError("update needs holder= or ttl= (or both)")
-        return await self._call("update", _ops.update, key, who, ttl_ms)
+        return await self._drive(_lifecycle.update(self, lock_key, holder, ttl))
 
     async def delete(self, lock_key: str) -> bool:
         """Delete the row of ``lock_key`` whoever holds it; True when a row was deleted."""
-        key = _validate.lock_key(lock_key)
-        return await self._call("delete", _ops.delete, key)
+        return await self._drive(_lifecycle.delete(self, lock_key))
 
     async def now_ms(self) -> int:
         """The database server's clock, in epoch milliseconds."""
-        return await self._call("read clock", _ops.now_ms)
-
-
-def _check_state(state: object) -> None:
-    _validate.state(state)
+        return await self._drive(_lifecycle.now_ms(self))
 
 
 async def run_with_lock(
@@ -422,48 +360,14 @@ async def run_with_lock(
         max_hold=max_hold,
     )
     model = resolve_model(model, JobLockModel, get_model, "joblocks.aio.JobLockModel")
-    started = time.monotonic()
-    slot = (await model._identify(), key)
-    attempt = 0
-    while not _guard.enter(slot):
-        attempt += 1
-        pause = next_pause(attempt, started, opts.wait_ms)
-        if pause is None:
-            log.debug("joblocks: %r is already running in this process; skipped", key)
-            _events.emit("conflict", key, opts.holder)
-            return False
-        await asyncio.sleep(pause)
-    try:
-        held = await model._lease(key, ttl_ms, opts, started, times=False)
-        if held is None:
-            log.debug("joblocks: %r is held by another worker; skipped", key)
-            return False
-        try:
-            if cancel_on_loss:
-                await held._run_cancellable(work)
-            else:
-                await work()
-        finally:
-            await _release_quietly(held)
-        return True
-    finally:
-        _guard.leave(slot)
-
-
-async def _release_quietly(held: Lease) -> None:
-    # Shielded: a cancelled work still gets its release.
-    try:
-        released = await asyncio.shield(held.release())
-    except asyncio.CancelledError:
-        raise
-    except Exception:
-        log.exception("joblocks: releasing %r failed; it expires on its own", held.key)
-        return
-    after_release(held, released)
+    steps = _lifecycle.run_with_lock(model, key, ttl_ms, opts, work, cancel_on_loss)
+    return await model._drive(steps)
 
 
 class Lease(LeaseBase):
     """One grant of a lock (asyncio face). ``async with`` releases it on exit."""
+
+    _model: JobLockModel
 
     def __init__(self, model: JobLockModel, **state: Any) -> None:
         super().__init__(table=model.table, **state)
@@ -482,66 +386,26 @@ class Lease(LeaseBase):
         refresh + min_hold. False, sending nothing, once released or lost. See
         :meth:`joblocks.Lease.refresh`.
         """
-        args = self._refresh_args(ttl, min_hold)
-        if args is None:
-            return False
-        sent = time.monotonic()
-        expires = await self._model._call(
-            "refresh", _ops.refresh_lease, self.key, self.holder, self.token, args[0]
-        )
-        return self._refreshed(expires, sent, *args)
+        return await self._model._drive(_lifecycle.lease_refresh(self, ttl, min_hold))
 
     async def release(self) -> bool:
         """Let the lease go; see :meth:`joblocks.Lease.release`."""
-        if not self._begin_release():
-            return False
-        with contextlib.suppress(RuntimeError):
-            task_renewer().remove(self)
-        try:
-            released = await self._model._call(
-                "release",
-                _ops.release_lease,
-                self.key,
-                self.holder,
-                self.token,
-                self._min_hold_ms,
-                self._hold_until_ms,
-            )
-        except LockBackendError as exc:
-            _events.emit("error", self.key, self.holder, token=self.token, error=exc)
-            raise
-        held_ms = self.held_for.total_seconds() * 1000
-        _events.emit("released", self.key, self.holder, token=self.token, held_ms=held_ms)
-        return bool(released)
+        return await self._model._drive(_lifecycle.lease_release(self))
 
     async def ensure_held(self) -> None:
         """Raise :class:`LeaseLost` unless the database still has this grant live."""
-        if self.lost or self.released:
-            raise self._lost_error()
-        if not await self._model._call(
-            "check lease", _ops.is_held, self.key, self.holder, self.token
-        ):
-            self._mark_lost("the row is gone, expired or another holder's")
-            raise self._lost_error()
+        await self._model._drive(_lifecycle.ensure_held(self))
 
     async def _renew_once(self) -> None:
         """One renewal by the keep-alive task; never raises."""
-        sent = time.monotonic()
-        try:
-            expires = await self._model._call(
-                "renew", _ops.refresh_lease, self.key, self.holder, self.token, self.ttl_ms
-            )
-        except Exception as exc:
-            _events.emit("error", self.key, self.holder, token=self.token, error=exc)
-            log.warning("joblocks: renewing %r failed: %s", self.key, exc)
-            self._check_ran_out()
-            self._after_failed_renewal(time.monotonic())
-            return
-        if expires is None:
-            self._mark_lost("renewal refused: the row is gone, expired or another grant's")
-            return
-        self._renewed(expires, sent, self.ttl_ms)
-        _events.emit("renewed", self.key, self.holder, token=self.token)
+        await self._model._drive(_lifecycle.renew_once(self))
+
+    def _keep_alive(self) -> None:
+        task_renewer().add(self)
+
+    def _stop_keeping_alive(self) -> None:
+        with contextlib.suppress(RuntimeError):
+            task_renewer().remove(self)
 
     def _mark_lost(self, reason: str) -> bool:
         first = super()._mark_lost(reason)
@@ -578,6 +442,9 @@ class Lease(LeaseBase):
     async def __aexit__(self, *exc_info: object) -> None:
         if not self.released:
             await self.release()
+
+
+JobLockModel._lease_type = Lease
 
 
 @contextlib.asynccontextmanager

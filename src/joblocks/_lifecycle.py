@@ -1,0 +1,428 @@
+"""The lock life cycle, written once for both faces (sans-I/O).
+
+Every operation of a model or a lease is a generator here: it validates its
+arguments, then ``yield``\\ s the step it needs next and is sent that step's result
+back. A face only says how to do a step — :class:`Attempt` (one try of an ``_ops``
+function on a connection), :class:`Sleep`, :class:`FirstUse` (create the table / open
+the database once), :class:`Work` (run the caller's work under a lease) and
+:class:`Shielded` (steps that must finish even when the caller is cancelled) — in its
+driver: ``JobLockModel._drive`` in ``_model`` calls and ``time.sleep``\\ s, the one in
+``aio`` awaits and ``asyncio.sleep``\\ s. An error of a step is thrown back into the
+generator at its ``yield``, so ``try``/``except``/``finally`` here mean the same on
+both faces. (The shape of h11 and httpcore: the protocol knows no I/O.)
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Generator
+from typing import TYPE_CHECKING, Any, Callable, TypeVar, Union
+
+from sqlalchemy import exc as sa_exc
+
+from . import _engines, _events, _guard, _ops, _validate
+from ._base import TRANSIENT_ATTEMPTS, log, transient_pause
+from ._errors import LockBackendError, LockExistsError, translate
+from ._records import JobLock
+
+if TYPE_CHECKING:
+    from ._base import ModelCore
+    from ._lease import LeaseBase, LeaseOptions
+
+T = TypeVar("T")
+
+
+class Attempt:
+    """One try of ``fn(conn, statements, *args)`` on a connection of the model."""
+
+    __slots__ = ("args", "fn")
+
+    def __init__(self, fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
+        self.fn = fn
+        self.args = args
+
+
+class Sleep:
+    """Pause for ``seconds`` (``time.sleep`` or ``asyncio.sleep``)."""
+
+    __slots__ = ("seconds",)
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+
+
+class FirstUse:
+    """The model's once-only first step (create the table, open the database)."""
+
+    __slots__ = ()
+
+
+class Work:
+    """Run the caller's ``work`` under ``lease`` (``cancel_on_loss``: asyncio only)."""
+
+    __slots__ = ("cancel_on_loss", "lease", "work")
+
+    def __init__(self, work: Callable[[], Any], lease: LeaseBase, cancel_on_loss: bool) -> None:
+        self.work = work
+        self.lease = lease
+        self.cancel_on_loss = cancel_on_loss
+
+
+class Shielded:
+    """Drive ``steps`` to the end even if the caller is cancelled meanwhile."""
+
+    __slots__ = ("steps",)
+
+    def __init__(self, steps: Steps[Any]) -> None:
+        self.steps = steps
+
+
+Step = Union[Attempt, Sleep, FirstUse, Work, Shielded]
+Steps = Generator[Step, Any, T]
+
+FIRST_USE = FirstUse()
+
+
+# -- one call: first use, the transient-error retry, error translation ------------------
+
+
+def call(model: ModelCore, operation: str, fn: Callable[..., T], *args: Any) -> Steps[T]:
+    """``fn`` on a connection, retried after deadlocks and serialization failures;
+    a database failure comes out as ``LockBackendError`` naming ``operation``."""
+    with translate(operation, model.database):
+        if not model.table_ready:
+            yield FIRST_USE
+        attempt = 1
+        step = Attempt(fn, args)
+        while True:
+            try:
+                result: T = yield step
+                return result
+            except sa_exc.DBAPIError as exc:
+                if attempt >= TRANSIENT_ATTEMPTS or not _ops.is_transient(
+                    exc, model.statements.family
+                ):
+                    raise
+                log.debug("joblocks: %s retried after a transient error: %s", operation, exc)
+                yield Sleep(transient_pause(attempt))
+                attempt += 1
+
+
+def identify(model: ModelCore) -> Steps[tuple[Any, ...]]:
+    """The table's identity (see ``ModelCore.identity``): read once, then kept."""
+    if model._found is None:
+        found = yield from call(model, "identify table", _engines.table_identity, model.table)
+        model._found = model._found or found
+    return model._found.key
+
+
+# -- the plain model surface -------------------------------------------------------
+
+
+def acquire_token(
+    model: ModelCore, lock_key: str, ttl: _validate.Duration, holder: str
+) -> Steps[int | None]:
+    key = _validate.lock_key(lock_key)
+    ttl_ms = _validate.duration_ms(ttl, "ttl")
+    who = _validate.holder(holder)
+    try:
+        grant = yield from call(model, "acquire", _ops.acquire, key, who, ttl_ms)
+    except LockBackendError as exc:
+        if not model.errors_as_taken:
+            raise
+        log.warning("joblocks: acquire of %r failed, reported as taken: %s", key, exc)
+        return None
+    return None if grant is None else grant.fence
+
+
+def release(model: ModelCore, lock_key: str, holder: str) -> Steps[bool]:
+    key = _validate.lock_key(lock_key)
+    who = _validate.holder(holder)
+    return (yield from call(model, "release", _ops.release, key, who))
+
+
+def refresh(model: ModelCore, lock_key: str, ttl: _validate.Duration, holder: str) -> Steps[bool]:
+    key = _validate.lock_key(lock_key)
+    ttl_ms = _validate.duration_ms(ttl, "ttl")
+    who = _validate.holder(holder)
+    return (yield from call(model, "refresh", _ops.refresh, key, who, ttl_ms)) is not None
+
+
+def peek(model: ModelCore, lock_key: str) -> Steps[JobLock | None]:
+    key = _validate.lock_key(lock_key)
+    return (yield from call(model, "peek", _ops.peek, key))
+
+
+def list_locks(model: ModelCore, state: _ops.State) -> Steps[list[JobLock]]:
+    _validate.state(state)
+    return (yield from call(model, "list", _ops.list_locks, state))
+
+
+def count(model: ModelCore, state: _ops.State) -> Steps[int]:
+    _validate.state(state)
+    return (yield from call(model, "count", _ops.count, state))
+
+
+def page(model: ModelCore, state: _ops.State, after: str, size: int) -> Steps[list[JobLock]]:
+    """One page of ``iter_locks`` (the faces loop over pages: a generator each)."""
+    return (yield from call(model, "list", _ops.list_page, state, after, size))
+
+
+def prune(
+    model: ModelCore, expired_for: _validate.Duration, batch_size: int, dry_run: bool
+) -> Steps[int]:
+    age_ms, size = _validate.prune_options(expired_for, batch_size, dry_run)
+    if dry_run:
+        return (yield from call(model, "prune", _ops.count_prunable, age_ms))
+    deleted = 0
+    after: str | None = ""
+    while True:
+        started = time.monotonic()
+        done, after = yield from call(model, "prune", _ops.prune_batch, age_ms, size, after)
+        deleted += done
+        if after is None:
+            return deleted
+        pause = _ops.prune_pause_s(model.statements.family, time.monotonic() - started)
+        if pause:
+            yield Sleep(pause)
+
+
+def insert(model: ModelCore, lock_key: str, holder: str, ttl: _validate.Duration) -> Steps[JobLock]:
+    key = _validate.lock_key(lock_key)
+    who = _validate.holder(holder)
+    ttl_ms = _validate.duration_ms(ttl, "ttl")
+    row = yield from call(model, "insert", _ops.insert, key, who, ttl_ms)
+    if row is None:
+        raise LockExistsError(key)
+    return row
+
+
+def update(
+    model: ModelCore, lock_key: str, holder: str | None, ttl: _validate.Duration | None
+) -> Steps[bool]:
+    key = _validate.lock_key(lock_key)
+    who = None if holder is None else _validate.holder(holder)
+    ttl_ms = None if ttl is None else _validate.duration_ms(ttl, "ttl")
+    if who is None and ttl_ms is None:
+        raise ValueError("update needs holder= or ttl= (or both)")
+    return (yield from call(model, "update", _ops.update, key, who, ttl_ms))
+
+
+def delete(model: ModelCore, lock_key: str) -> Steps[bool]:
+    key = _validate.lock_key(lock_key)
+    return (yield from call(model, "delete", _ops.delete, key))
+
+
+def now_ms(model: ModelCore) -> Steps[int]:
+    return (yield from call(model, "read clock", _ops.now_ms))
+
+
+# -- leases ---------------------------------------------------------------------------
+
+
+def take(
+    model: ModelCore,
+    key: str,
+    ttl_ms: int,
+    opts: LeaseOptions,
+    started: float,
+    *,
+    times: bool = True,
+) -> Steps[Any]:
+    """Acquire ``key`` as a lease of the model's face, waiting ``opts.wait_ms`` with
+    backoff; the lease, or None when it stays taken. ``times=False``: MySQL's grant
+    times are read only when the lease needs them (keep-alive, ``on_lost``)."""
+    attempt = 0
+    while True:
+        sent = time.monotonic()
+        try:
+            grant = yield from call(model, "acquire", _ops.acquire, key, opts.holder, ttl_ms)
+        except LockBackendError as exc:
+            _events.emit("error", key, opts.holder, error=exc)
+            raise
+        if grant is not None:
+            break
+        attempt += 1
+        pause = next_pause(attempt, started, opts.wait_ms)
+        if pause is None:
+            _events.emit("conflict", key, opts.holder)
+            return None
+        yield Sleep(pause)
+    mine = True
+    if grant.acquired_ms is None and (times or opts.keepalive or opts.on_lost):
+        # MySQL/MariaDB report only the token: read the row's times.
+        grant, mine = fill_times(grant, (yield from call(model, "peek", _ops.peek, key)))
+    lease = model._lease_type(model, **opts.lease_state(key, grant, sent, ttl_ms))
+    waited = (sent - started) * 1000 if opts.wait_ms is not None else None
+    _events.emit("acquired", key, opts.holder, token=grant.fence, waited_ms=waited)
+    if not mine:
+        lease._mark_lost("the row changed right after it was granted")
+    elif opts.keepalive:
+        lease._keep_alive()
+    return lease
+
+
+def lease_refresh(
+    lease: LeaseBase, ttl: _validate.Duration | None, min_hold: _validate.Duration | None
+) -> Steps[bool]:
+    """``Lease.refresh``: nothing is sent once the lease is released or lost."""
+    args = lease._refresh_args(ttl, min_hold)
+    if args is None:
+        return False
+    sent = time.monotonic()
+    expires = yield from call(
+        lease._model, "refresh", _ops.refresh_lease, lease.key, lease.holder, lease.token, args[0]
+    )
+    return lease._refreshed(expires, sent, *args)
+
+
+def lease_release(lease: LeaseBase) -> Steps[bool]:
+    """``Lease.release``: once; the row is kept until a ``min_hold`` still ahead."""
+    if not lease._begin_release():
+        return False
+    lease._stop_keeping_alive()
+    try:
+        released = yield from call(
+            lease._model,
+            "release",
+            _ops.release_lease,
+            lease.key,
+            lease.holder,
+            lease.token,
+            lease._min_hold_ms,
+            lease._hold_until_ms,
+        )
+    except LockBackendError as exc:
+        _events.emit("error", lease.key, lease.holder, token=lease.token, error=exc)
+        raise
+    held_ms = (time.monotonic() - lease._started) * 1000
+    _events.emit("released", lease.key, lease.holder, token=lease.token, held_ms=held_ms)
+    return bool(released)
+
+
+def ensure_held(lease: LeaseBase) -> Steps[None]:
+    """``Lease.ensure_held``: ``LeaseLost`` unless the database still has the grant live."""
+    if lease._lost_reason is not None or lease._released:
+        raise lease._lost_error()
+    held = yield from call(
+        lease._model, "check lease", _ops.is_held, lease.key, lease.holder, lease.token
+    )
+    if not held:
+        lease._mark_lost("the row is gone, expired or another holder's")
+        raise lease._lost_error()
+
+
+def renew_once(lease: LeaseBase) -> Steps[None]:
+    """One renewal by a keep-alive renewer; never raises."""
+    sent = time.monotonic()
+    try:
+        expires = yield from call(
+            lease._model,
+            "renew",
+            _ops.refresh_lease,
+            lease.key,
+            lease.holder,
+            lease.token,
+            lease.ttl_ms,
+        )
+    except Exception as exc:
+        _events.emit("error", lease.key, lease.holder, token=lease.token, error=exc)
+        log.warning("joblocks: renewing %r failed: %s", lease.key, exc)
+        lease._check_ran_out()
+        lease._after_failed_renewal(time.monotonic())
+        return
+    if expires is None:
+        lease._mark_lost("renewal refused: the row is gone, expired or another grant's")
+        return
+    lease._renewed(expires, sent, lease.ttl_ms)
+    _events.emit("renewed", lease.key, lease.holder, token=lease.token)
+
+
+# -- run_with_lock -------------------------------------------------------------------
+
+
+def run_with_lock(
+    model: ModelCore,
+    key: str,
+    ttl_ms: int,
+    opts: LeaseOptions,
+    work: Callable[[], Any],
+    cancel_on_loss: bool,
+) -> Steps[bool]:
+    """The in-process guard, the lease, the work, the release (never raising), in order."""
+    started = time.monotonic()
+    slot = ((yield from identify(model)), key)
+    attempt = 0
+    while not _guard.enter(slot):
+        attempt += 1
+        pause = next_pause(attempt, started, opts.wait_ms)
+        if pause is None:
+            log.debug("joblocks: %r is already running in this process; skipped", key)
+            _events.emit("conflict", key, opts.holder)
+            return False
+        yield Sleep(pause)
+    try:
+        lease = yield from take(model, key, ttl_ms, opts, started, times=False)
+        if lease is None:
+            log.debug("joblocks: %r is held by another worker; skipped", key)
+            return False
+        try:
+            yield Work(work, lease, cancel_on_loss)
+        finally:
+            yield from release_quietly(lease)
+        return True
+    finally:
+        _guard.leave(slot)
+
+
+def release_quietly(lease: LeaseBase) -> Steps[None]:
+    """Release after the work, never raising (the lease expires on its own anyway);
+    shielded: a cancelled work still gets its release."""
+    try:
+        released = yield Shielded(lease_release(lease))
+    except Exception:
+        log.exception("joblocks: releasing %r failed; it expires on its own", lease.key)
+        return
+    after_release(lease, released)
+
+
+def after_release(lease: LeaseBase, released: bool) -> None:
+    """Warn when the work outlived its lease, or the lease was gone at release."""
+    if lease.lost:
+        return  # already reported when it was found lost
+    held_ms = lease.held_for.total_seconds() * 1000
+    if not lease.keepalive and held_ms > lease.ttl_ms:
+        log.warning(
+            "joblocks: work under %r ran %.0f ms, longer than its ttl of %d ms: another "
+            "worker may have run it at the same time (use keepalive=True or a longer ttl)",
+            lease.key,
+            held_ms,
+            lease.ttl_ms,
+        )
+        _events.emit("overrun", lease.key, lease.holder, token=lease.token, held_ms=held_ms)
+    elif not released:
+        log.warning("joblocks: %r was no longer held by this worker at release", lease.key)
+
+
+def next_pause(attempt: int, started: float, wait_ms: int | None) -> float | None:
+    """Seconds to sleep before the next try, or None when the wait is over (or none)."""
+    import random
+
+    from ._backoff import delay_ms
+
+    if wait_ms is None:
+        return None
+    remaining = wait_ms - (time.monotonic() - started) * 1000
+    if remaining <= 0:
+        return None
+    pause = delay_ms(attempt, remaining, random.random())  # noqa: S311 - jitter, not crypto
+    return max(min(1.0, remaining), pause) / 1000
+
+
+def fill_times(grant: _ops.Grant, row: Any) -> tuple[_ops.Grant, bool]:
+    """A grant without times (MySQL) completed from a peeked row; False if not ours."""
+    if row is None or row.fence != grant.fence:
+        return grant, False
+    acquired = round(row.acquired_at.timestamp() * 1000)
+    expires = round(row.expires_at.timestamp() * 1000)
+    return _ops.Grant(grant.fence, acquired, expires), True
