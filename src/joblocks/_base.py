@@ -10,7 +10,7 @@ from sqlalchemy import URL, Connection, Engine, MetaData, Table
 
 from . import _engines, _validate
 from ._dialects import profile
-from ._schema import build_table, ensure_table
+from ._schema import JOB_LOCKS_TABLE_NAME, build_table, ensure_table
 from ._statements import AcquirePath, Statements, build
 
 log = logging.getLogger("joblocks")
@@ -29,8 +29,23 @@ def transient_pause(attempt: int) -> float:
     return random.uniform(0, min(0.05, 0.002 * 2**attempt))  # noqa: S311 - jitter
 
 
+def wrong_face(model: object, expected: str, context: str = "") -> TypeError:
+    """The one error for a model of the other face, or no model at all, where a
+    ``expected`` (``"joblocks.JobLockModel"`` or ``"joblocks.aio.JobLockModel"``) is
+    needed; ``context`` starts the message (say which function needs it)."""
+    if isinstance(model, ModelCore):
+        given = "joblocks.aio.JobLockModel" if model._asynchronous else "joblocks.JobLockModel"
+    else:
+        kind = type(model)
+        given = kind.__qualname__
+        if kind.__module__ != "builtins":
+            given = f"{kind.__module__}.{given}"
+    return TypeError(f"{context}model must be a {expected}, not {given}")
+
+
 class ModelCore:
-    """Validated construction shared by ``JobLockModel`` and ``aio.JobLockModel``."""
+    """Validated construction shared by ``JobLockModel`` and ``aio.JobLockModel`` (the
+    face's class says ``_asynchronous``; the arguments are documented there)."""
 
     engine: Any
     table: Table
@@ -40,21 +55,22 @@ class ModelCore:
     database: str
     timeout_ms: int
     table_ready: bool
+    _asynchronous: bool
     #: The face's lease class (built by ``_lifecycle.take``).
     _lease_type: Any
 
-    def _setup(
+    def __init__(
         self,
-        database: Database,
+        database: Database = None,
         *,
-        asynchronous: bool,
-        table_name: str,
-        schema: str | None,
-        create_table: bool,
-        errors_as_taken: bool,
-        acquire_path: AcquirePath | None,
+        table_name: str = JOB_LOCKS_TABLE_NAME,
+        schema: str | None = None,
+        create_table: bool = True,
+        errors_as_taken: bool = False,
+        acquire_path: AcquirePath | None = None,
         timeout: _validate.Duration | None = None,
     ) -> None:
+        asynchronous = self._asynchronous
         timeout_ms = None if timeout is None else _validate.duration_ms(timeout, "timeout")
         _validate.identifier(table_name, "table_name", _validate.MAX_TABLE_NAME)
         if schema is not None:
@@ -105,6 +121,10 @@ class ModelCore:
         self._tune_sqlite = single_file and not self.owns_engine
         # A SQLite model always has a first-use step: it reads the file's identity.
         self.table_ready = not create_table and not single_file
+        self._set_up()
+
+    def _set_up(self) -> None:
+        """What a face adds to a new model (its connection cache, ...)."""
 
     @property
     def table_name(self) -> str:

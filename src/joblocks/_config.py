@@ -8,7 +8,7 @@ from typing import Any, Callable, Generic, TypeVar
 
 from sqlalchemy import URL, Engine
 
-from ._base import Database
+from ._base import Database, wrong_face
 from ._engines import is_async_engine
 
 M = TypeVar("M")
@@ -200,5 +200,5 @@ def resolve_model(model: object, expected: type[M], default: Callable[[], M], na
     if model is None:
         return default()
     if not isinstance(model, expected):
-        raise TypeError(f"model must be a {name}, not {type(model).__name__}")
+        raise wrong_face(model, name)
     return model

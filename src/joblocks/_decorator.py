@@ -16,7 +16,7 @@ import uuid
 from typing import TYPE_CHECKING, Any, Callable, TypeVar, overload
 
 from . import _validate
-from ._base import log
+from ._base import log, wrong_face
 from ._identity import worker_id
 from ._lease import LeaseOptions, check_cancel_on_loss
 from ._model import JobLockModel
@@ -167,6 +167,8 @@ class SingleInstance:
 
     __slots__ = ("_key", "_key_for", "_options", "cancel_on_loss", "model", "ttl_ms")
 
+    _options: LeaseOptions
+
     def __init__(
         self,
         key: object,
@@ -185,8 +187,9 @@ class SingleInstance:
         self._key = None if key is None else KeyTemplate(key)
         self._key_for = key_for
         self.ttl_ms = _validate.duration_ms(ttl, "ttl")
-        # Validates every option now (same rules as run_with_lock), not at the first call.
-        LeaseOptions(
+        # Validates every option now (same rules as run_with_lock), not at the first call,
+        # and keeps them: every call sends this very request (its key filled in).
+        self._options = LeaseOptions(
             ttl_ms=self.ttl_ms,
             holder=None,
             keepalive=keepalive,
@@ -198,14 +201,6 @@ class SingleInstance:
         )
         self.cancel_on_loss = check_cancel_on_loss(cancel_on_loss, keepalive)
         self.model = model
-        self._options: dict[str, Any] = {
-            "keepalive": keepalive,
-            "renew_every": renew_every,
-            "min_hold": min_hold,
-            "wait": wait,
-            "on_lost": on_lost,
-            "max_hold": max_hold,
-        }
 
     @overload
     def __call__(
@@ -231,18 +226,16 @@ class SingleInstance:
             )
         model = self.model
         if model is not None and not isinstance(model, JobLockModel):
-            raise TypeError(
-                f"{_describe(fn)} is a sync function: model must be a joblocks.JobLockModel, "
-                f"not {type(model).__module__}.{type(model).__name__}"
-            )
+            context = f"{_describe(fn)} is a sync function: "
+            raise wrong_face(model, "joblocks.JobLockModel", context)
         return self._wrap_sync(fn, template, model)
 
     def _wrap_sync(
         self, fn: Callable[..., Any], template: KeyTemplate, model: JobLockModel | None
     ) -> Callable[..., Any]:
-        from ._run import run_with_lock
+        from ._run import run_request
 
-        ttl_ms, options = self.ttl_ms, self._options
+        options = self._options
         name = _describe(fn)
 
         @functools.wraps(fn)
@@ -253,7 +246,7 @@ class SingleInstance:
             def work() -> None:
                 box.append(fn(*args, **kwargs))
 
-            if run_with_lock(key, ttl_ms, work, model=model, **options):
+            if run_request(model, key, options, work):
                 return box[0]
             log.info("joblocks: %s skipped: held elsewhere (lock %r)", name, key)
             return None
@@ -265,11 +258,9 @@ class SingleInstance:
 
         model = self.model
         if model is not None and not isinstance(model, aio.JobLockModel):
-            raise TypeError(
-                f"{_describe(fn)} is an async function: model must be a "
-                f"joblocks.aio.JobLockModel, not {type(model).__module__}.{type(model).__name__}"
-            )
-        ttl_ms, options, cancel_on_loss = self.ttl_ms, self._options, self.cancel_on_loss
+            context = f"{_describe(fn)} is an async function: "
+            raise wrong_face(model, "joblocks.aio.JobLockModel", context)
+        options, cancel_on_loss = self._options, self.cancel_on_loss
         name = _describe(fn)
 
         @functools.wraps(fn)
@@ -280,14 +271,7 @@ class SingleInstance:
             async def work() -> None:
                 box.append(await fn(*args, **kwargs))
 
-            if await aio.run_with_lock(
-                key,
-                ttl_ms,
-                work,
-                model=model,
-                cancel_on_loss=cancel_on_loss,
-                **options,
-            ):
+            if await aio._run_request(model, key, options, work, cancel_on_loss):
                 return box[0]
             log.info("joblocks: %s skipped: held elsewhere (lock %r)", name, key)
             return None

@@ -379,15 +379,19 @@ class Lease(LeaseBase):
 
 
 class LeaseOptions:
-    """Validated options of ``try_lease``/``lease``/``run_with_lock`` (shared by both faces)."""
+    """The validated request of ``try_lease``/``lease``/``run_with_lock`` but its key
+    (shared by both faces): the ttl, holder and lease options, checked once and then
+    carried intact to the SQL. The decorator and the integrations build theirs once,
+    when they are set up; a key template is filled per call."""
 
     __slots__ = (
-        "holder",
+        "_holder",
         "keepalive",
         "max_hold_ms",
         "min_hold_ms",
         "on_lost",
         "renew_every_ms",
+        "ttl_ms",
         "wait_ms",
     )
 
@@ -403,9 +407,8 @@ class LeaseOptions:
         on_lost: Callable[[Any], None] | None,
         max_hold: _validate.Duration | None,
     ) -> None:
-        from ._identity import worker_id
-
-        self.holder = worker_id() if holder is None else _validate.holder(holder)
+        self.ttl_ms = ttl_ms
+        self._holder = None if holder is None else _validate.holder(holder)
         if not isinstance(keepalive, bool):
             raise TypeError(f"keepalive must be a bool, not {type(keepalive).__name__}")
         self.keepalive = keepalive
@@ -428,6 +431,16 @@ class LeaseOptions:
         if on_lost is not None and not callable(on_lost):
             raise TypeError(f"on_lost must be callable, not {type(on_lost).__name__}")
         self.on_lost = on_lost
+
+    @property
+    def holder(self) -> str:
+        """The holder given, else this process's worker id (read at each use: options
+        kept by a decorator follow a fork's new worker id)."""
+        if self._holder is not None:
+            return self._holder
+        from ._identity import worker_id
+
+        return worker_id()
 
     def lease_state(
         self, key: str, grant: _ops.Grant, sent_at: float, ttl_ms: int

@@ -1,13 +1,10 @@
 """The lock life cycle, written once for both faces (sans-I/O).
 
 Every operation of a model or a lease is a generator here: it validates its
-arguments, then ``yield``\\ s the step it needs next and is sent that step's result
-back. A face only says how to do a step — :class:`Attempt` (one try of an ``_ops``
-function on a connection), :class:`Sleep`, :class:`FirstUse` (create the table / open
-the database once), :class:`Work` (run the caller's work under a lease) and
-:class:`Shielded` (steps that must finish even when the caller is cancelled) — in its
-driver: ``JobLockModel._drive`` in ``_model`` calls and ``time.sleep``\\ s, the one in
-``aio`` awaits and ``asyncio.sleep``\\ s. An error of a step is thrown back into the
+arguments, then yields the step it needs next and is sent that step's result
+back. A face only says how to do a step (the steps are in ``_steps``) in its
+driver: ``JobLockModel._drive`` in ``_model`` calls and sleeps with ``time.sleep``, the one in
+``aio`` awaits and sleeps with ``asyncio.sleep``. An error of a step is thrown back into the
 generator at its ``yield``, so ``try``/``except``/``finally`` here mean the same on
 both faces. (The shape of h11 and httpcore: the protocol knows no I/O.)
 """
@@ -15,97 +12,17 @@ both faces. (The shape of h11 and httpcore: the protocol knows no I/O.)
 from __future__ import annotations
 
 import time
-from collections.abc import Generator
-from typing import TYPE_CHECKING, Any, Callable, TypeVar, Union
-
-from sqlalchemy import exc as sa_exc
+from typing import TYPE_CHECKING, Any, Callable
 
 from . import _engines, _events, _guard, _ops, _validate
-from ._base import TRANSIENT_ATTEMPTS, log, transient_pause
-from ._errors import LockBackendError, LockExistsError, translate
+from ._base import log
+from ._errors import LockBackendError, LockExistsError
 from ._records import JobLock
+from ._steps import Shielded, Sleep, Steps, Work, call
 
 if TYPE_CHECKING:
     from ._base import ModelCore
     from ._lease import LeaseBase, LeaseOptions
-
-T = TypeVar("T")
-
-
-class Attempt:
-    """One try of ``fn(conn, statements, *args)`` on a connection of the model."""
-
-    __slots__ = ("args", "fn")
-
-    def __init__(self, fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
-        self.fn = fn
-        self.args = args
-
-
-class Sleep:
-    """Pause for ``seconds`` (``time.sleep`` or ``asyncio.sleep``)."""
-
-    __slots__ = ("seconds",)
-
-    def __init__(self, seconds: float) -> None:
-        self.seconds = seconds
-
-
-class FirstUse:
-    """The model's once-only first step (create the table, open the database)."""
-
-    __slots__ = ()
-
-
-class Work:
-    """Run the caller's ``work`` under ``lease`` (``cancel_on_loss``: asyncio only)."""
-
-    __slots__ = ("cancel_on_loss", "lease", "work")
-
-    def __init__(self, work: Callable[[], Any], lease: LeaseBase, cancel_on_loss: bool) -> None:
-        self.work = work
-        self.lease = lease
-        self.cancel_on_loss = cancel_on_loss
-
-
-class Shielded:
-    """Drive ``steps`` to the end even if the caller is cancelled meanwhile."""
-
-    __slots__ = ("steps",)
-
-    def __init__(self, steps: Steps[Any]) -> None:
-        self.steps = steps
-
-
-Step = Union[Attempt, Sleep, FirstUse, Work, Shielded]
-Steps = Generator[Step, Any, T]
-
-FIRST_USE = FirstUse()
-
-
-# -- one call: first use, the transient-error retry, error translation ------------------
-
-
-def call(model: ModelCore, operation: str, fn: Callable[..., T], *args: Any) -> Steps[T]:
-    """``fn`` on a connection, retried after deadlocks and serialization failures;
-    a database failure comes out as ``LockBackendError`` naming ``operation``."""
-    with translate(operation, model.database):
-        if not model.table_ready:
-            yield FIRST_USE
-        attempt = 1
-        step = Attempt(fn, args)
-        while True:
-            try:
-                result: T = yield step
-                return result
-            except sa_exc.DBAPIError as exc:
-                if attempt >= TRANSIENT_ATTEMPTS or not _ops.is_transient(
-                    exc, model.statements.family
-                ):
-                    raise
-                log.debug("joblocks: %s retried after a transient error: %s", operation, exc)
-                yield Sleep(transient_pause(attempt))
-                attempt += 1
 
 
 def identify(model: ModelCore) -> Steps[tuple[Any, ...]]:
@@ -223,7 +140,6 @@ def now_ms(model: ModelCore) -> Steps[int]:
 def take(
     model: ModelCore,
     key: str,
-    ttl_ms: int,
     opts: LeaseOptions,
     started: float,
     *,
@@ -232,29 +148,30 @@ def take(
     """Acquire ``key`` as a lease of the model's face, waiting ``opts.wait_ms`` with
     backoff; the lease, or None when it stays taken. ``times=False``: MySQL's grant
     times are read only when the lease needs them (keep-alive, ``on_lost``)."""
+    holder = opts.holder
     attempt = 0
     while True:
         sent = time.monotonic()
         try:
-            grant = yield from call(model, "acquire", _ops.acquire, key, opts.holder, ttl_ms)
+            grant = yield from call(model, "acquire", _ops.acquire, key, holder, opts.ttl_ms)
         except LockBackendError as exc:
-            _events.emit("error", key, opts.holder, error=exc)
+            _events.emit("error", key, holder, error=exc)
             raise
         if grant is not None:
             break
         attempt += 1
         pause = next_pause(attempt, started, opts.wait_ms)
         if pause is None:
-            _events.emit("conflict", key, opts.holder)
+            _events.emit("conflict", key, holder)
             return None
         yield Sleep(pause)
     mine = True
     if grant.acquired_ms is None and (times or opts.keepalive or opts.on_lost):
         # MySQL/MariaDB report only the token: read the row's times.
         grant, mine = fill_times(grant, (yield from call(model, "peek", _ops.peek, key)))
-    lease = model._lease_type(model, **opts.lease_state(key, grant, sent, ttl_ms))
+    lease = model._lease_type(model, **opts.lease_state(key, grant, sent, opts.ttl_ms))
     waited = (sent - started) * 1000 if opts.wait_ms is not None else None
-    _events.emit("acquired", key, opts.holder, token=grant.fence, waited_ms=waited)
+    _events.emit("acquired", key, holder, token=grant.fence, waited_ms=waited)
     if not mine:
         lease._mark_lost("the row changed right after it was granted")
     elif opts.keepalive:
@@ -344,7 +261,6 @@ def renew_once(lease: LeaseBase) -> Steps[None]:
 def run_with_lock(
     model: ModelCore,
     key: str,
-    ttl_ms: int,
     opts: LeaseOptions,
     work: Callable[[], Any],
     cancel_on_loss: bool,
@@ -362,7 +278,7 @@ def run_with_lock(
             return False
         yield Sleep(pause)
     try:
-        lease = yield from take(model, key, ttl_ms, opts, started, times=False)
+        lease = yield from take(model, key, opts, started, times=False)
         if lease is None:
             log.debug("joblocks: %r is held by another worker; skipped", key)
             return False

@@ -12,15 +12,13 @@ from typing import Any, Callable, TypeVar
 
 from sqlalchemy import Connection, Engine
 
-from . import _lifecycle, _ops, _validate
-from ._base import Database, ModelCore
+from . import _lifecycle, _ops, _steps, _validate
+from ._base import ModelCore
 from ._connections import ConnectionCache
 from ._errors import translate
 from ._lease import Lease, LeaseOptions
-from ._lifecycle import Attempt, FirstUse, Sleep, Steps, Work
 from ._records import JobLock
-from ._schema import JOB_LOCKS_TABLE_NAME
-from ._statements import AcquirePath
+from ._steps import Attempt, FirstUse, Sleep, Steps, Work
 
 T = TypeVar("T")
 
@@ -49,27 +47,9 @@ class JobLockModel(ModelCore):
 
     _lease_type = Lease
 
-    def __init__(
-        self,
-        database: Database = None,
-        *,
-        table_name: str = JOB_LOCKS_TABLE_NAME,
-        schema: str | None = None,
-        create_table: bool = True,
-        errors_as_taken: bool = False,
-        acquire_path: AcquirePath | None = None,
-        timeout: _validate.Duration | None = None,
-    ) -> None:
-        self._setup(
-            database,
-            asynchronous=False,
-            table_name=table_name,
-            schema=schema,
-            create_table=create_table,
-            errors_as_taken=errors_as_taken,
-            acquire_path=acquire_path,
-            timeout=timeout,
-        )
+    _asynchronous = False
+
+    def _set_up(self) -> None:
         self._cache = (
             ConnectionCache(self.engine, ping=self.statements.profile.ping)
             if self.owns_engine
@@ -92,7 +72,7 @@ class JobLockModel(ModelCore):
             yield fresh
 
     def _call(self, operation: str, fn: Callable[..., T], *args: Any) -> T:
-        return self._drive(_lifecycle.call(self, operation, fn, *args))
+        return self._drive(_steps.call(self, operation, fn, *args))
 
     def _drive(self, steps: Steps[T]) -> T:
         """Run the life-cycle generator ``steps`` to its end, doing each step it yields
@@ -248,14 +228,7 @@ class JobLockModel(ModelCore):
             on_lost=on_lost,
             max_hold=max_hold,
         )
-        return self._lease(key, ttl_ms, opts, time.monotonic())
-
-    def _lease(
-        self, key: str, ttl_ms: int, opts: LeaseOptions, started: float, *, times: bool = True
-    ) -> Lease | None:
-        lease: Lease | None = self._drive(
-            _lifecycle.take(self, key, ttl_ms, opts, started, times=times)
-        )
+        lease: Lease | None = self._drive(_lifecycle.take(self, key, opts, time.monotonic()))
         return lease
 
     # -- the plain model surface ------------------------------------------------

@@ -72,8 +72,15 @@ def run_with_lock(
         on_lost=on_lost,
         max_hold=max_hold,
     )
+    return run_request(model, key, opts, work)
+
+
+def run_request(
+    model: JobLockModel | None, key: str, opts: LeaseOptions, work: Callable[[], Any]
+) -> bool:
+    """:func:`run_with_lock` of a request already validated (the decorator's)."""
     model = resolve_model(model, JobLockModel, get_model, "joblocks.JobLockModel")
-    return model._drive(_lifecycle.run_with_lock(model, key, ttl_ms, opts, work, False))
+    return model._drive(_lifecycle.run_with_lock(model, key, opts, work, False))
 
 
 def _release_quietly(lease: Lease) -> None:

@@ -15,7 +15,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Mapping
 from typing import Any, Callable, TypeVar
 
-from . import _config, _engines, _lifecycle, _ops, _validate
+from . import _config, _engines, _lifecycle, _ops, _steps, _validate
 from ._base import Database, ModelCore
 from ._config import resolve_model
 from ._errors import (
@@ -36,12 +36,10 @@ from ._errors import (
 )
 from ._keepalive import task_renewer
 from ._lease import LeaseBase, LeaseOptions, check_cancel_on_loss
-from ._lifecycle import Attempt, FirstUse, Sleep, Steps, Work
 from ._records import JobLock
 from ._run import check_work
-from ._schema import JOB_LOCKS_TABLE_NAME
 from ._sqla import greenlet_spawn
-from ._statements import AcquirePath
+from ._steps import Attempt, FirstUse, Sleep, Steps, Work
 
 _engines.require_asyncio()  # an ImportError naming the extra to install, not a late failure
 
@@ -80,30 +78,10 @@ class JobLockModel(ModelCore):
     for a reply and SQLite's wait for another writer, as on the sync face.
     """
 
-    def __init__(
-        self,
-        database: Database = None,
-        *,
-        table_name: str = JOB_LOCKS_TABLE_NAME,
-        schema: str | None = None,
-        create_table: bool = True,
-        errors_as_taken: bool = False,
-        acquire_path: AcquirePath | None = None,
-        timeout: _validate.Duration | None = None,
-    ) -> None:
-        self._setup(
-            database,
-            asynchronous=True,
-            table_name=table_name,
-            schema=schema,
-            create_table=create_table,
-            errors_as_taken=errors_as_taken,
-            acquire_path=acquire_path,
-            timeout=timeout,
-        )
+    _asynchronous = True
 
     async def _call(self, operation: str, fn: Callable[..., T], *args: Any) -> T:
-        return await self._drive(_lifecycle.call(self, operation, fn, *args))
+        return await self._drive(_steps.call(self, operation, fn, *args))
 
     async def _drive(self, steps: Steps[T]) -> T:
         """Run the life-cycle generator ``steps`` to its end, awaiting each step it
@@ -238,14 +216,7 @@ class JobLockModel(ModelCore):
             on_lost=on_lost,
             max_hold=max_hold,
         )
-        return await self._lease(key, ttl_ms, opts, time.monotonic())
-
-    async def _lease(
-        self, key: str, ttl_ms: int, opts: LeaseOptions, started: float, *, times: bool = True
-    ) -> Lease | None:
-        held: Lease | None = await self._drive(
-            _lifecycle.take(self, key, ttl_ms, opts, started, times=times)
-        )
+        held: Lease | None = await self._drive(_lifecycle.take(self, key, opts, time.monotonic()))
         return held
 
     async def get(self, lock_key: str) -> JobLock | None:
@@ -359,8 +330,19 @@ async def run_with_lock(
         on_lost=on_lost,
         max_hold=max_hold,
     )
+    return await _run_request(model, key, opts, work, cancel_on_loss)
+
+
+async def _run_request(
+    model: JobLockModel | None,
+    key: str,
+    opts: LeaseOptions,
+    work: Callable[[], Awaitable[Any]],
+    cancel_on_loss: bool,
+) -> bool:
+    """:func:`run_with_lock` of a request already validated (the decorator's)."""
     model = resolve_model(model, JobLockModel, get_model, "joblocks.aio.JobLockModel")
-    steps = _lifecycle.run_with_lock(model, key, ttl_ms, opts, work, cancel_on_loss)
+    steps = _lifecycle.run_with_lock(model, key, opts, work, cancel_on_loss)
     return await model._drive(steps)
 
 

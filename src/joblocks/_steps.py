@@ -1,0 +1,102 @@
+"""The steps a face performs for the life cycle (``_lifecycle``), and the one call.
+
+A life-cycle generator yields one of these and is sent its result back (or has
+its error thrown in at the ``yield``): :class:`Attempt` (one try of an ``_ops``
+function on a connection of the model), :class:`Sleep`, :class:`FirstUse` (create the
+table / open the database, once), :class:`Work` (the caller's work under a lease) and
+:class:`Shielded` (steps a cancelled caller still gets done). :func:`call` is every
+operation's first use, transient-error retry and error translation, written once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from typing import TYPE_CHECKING, Any, Callable, TypeVar, Union
+
+from sqlalchemy import exc as sa_exc
+
+from . import _ops
+from ._base import TRANSIENT_ATTEMPTS, log, transient_pause
+from ._errors import translate
+
+if TYPE_CHECKING:
+    from ._base import ModelCore
+    from ._lease import LeaseBase
+
+T = TypeVar("T")
+
+
+class Attempt:
+    """One try of ``fn(conn, statements, *args)`` on a connection of the model."""
+
+    __slots__ = ("args", "fn")
+
+    def __init__(self, fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
+        self.fn = fn
+        self.args = args
+
+
+class Sleep:
+    """Pause for ``seconds`` (``time.sleep`` or ``asyncio.sleep``)."""
+
+    __slots__ = ("seconds",)
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+
+
+class FirstUse:
+    """The model's once-only first step (create the table, open the database)."""
+
+    __slots__ = ()
+
+
+class Work:
+    """Run the caller's ``work`` under ``lease`` (``cancel_on_loss``: asyncio only)."""
+
+    __slots__ = ("cancel_on_loss", "lease", "work")
+
+    def __init__(self, work: Callable[[], Any], lease: LeaseBase, cancel_on_loss: bool) -> None:
+        self.work = work
+        self.lease = lease
+        self.cancel_on_loss = cancel_on_loss
+
+
+class Shielded:
+    """Drive ``steps`` to the end even if the caller is cancelled meanwhile."""
+
+    __slots__ = ("steps",)
+
+    def __init__(self, steps: Steps[Any]) -> None:
+        self.steps = steps
+
+
+Step = Union[Attempt, Sleep, FirstUse, Work, Shielded]
+Steps = Generator[Step, Any, T]
+
+FIRST_USE = FirstUse()
+
+
+# -- one call: first use, the transient-error retry, error translation ------------------
+
+
+def call(model: ModelCore, operation: str, fn: Callable[..., T], *args: Any) -> Steps[T]:
+    """``fn`` on a connection, retried after deadlocks and serialization failures;
+    a database failure comes out as ``LockBackendError`` naming ``operation``."""
+    with translate(operation, model.database):
+        if not model.table_ready:
+            yield FIRST_USE
+        attempt = 1
+        step = Attempt(fn, args)
+        while True:
+            try:
+                result: T = yield step
+                return result
+            except sa_exc.DBAPIError as exc:
+                if attempt >= TRANSIENT_ATTEMPTS or not _ops.is_transient(
+                    exc, model.statements.family
+                ):
+                    raise
+                log.debug("joblocks: %s retried after a transient error: %s", operation, exc)
+                yield Sleep(transient_pause(attempt))
+                attempt += 1
