@@ -141,10 +141,25 @@ def test_a_garbage_collected_lease_is_no_longer_renewed(db_url: str, table_name:
     lease: Any = model.try_lease("job", 200, keepalive=True, renew_every=50)
     assert _keepalive.thread_renewer.count() == already + 1
     del lease
-    gc.collect()
-    assert _keepalive.thread_renewer.count() == already
-    time.sleep(0.3)
-    assert model.peek("job").expired  # nobody renewed it
+    # A renewal in flight holds the lease for its statement: it is collected once that
+    # statement returns (bounded wait, not a timing assertion).
+    deadline = time.monotonic() + 10
+    while True:
+        gc.collect()
+        if _keepalive.thread_renewer.count() == already:
+            break
+        assert time.monotonic() < deadline, "the collected lease is still kept alive"
+        time.sleep(0.01)
+    # The row runs out (a last renewal may have landed meanwhile) and then stays as it
+    # was: nobody renews it any more.
+    deadline = time.monotonic() + 10
+    while not (row := model.peek("job")).expired:
+        assert time.monotonic() < deadline, row
+        time.sleep(0.02)
+    time.sleep(0.3)  # six renewal intervals
+    after = model.peek("job")
+    assert after.expired
+    assert (after.expires_at, after.fence) == (row.expires_at, row.fence)  # not renewed
     model.dispose()
 
 
