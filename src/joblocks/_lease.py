@@ -19,6 +19,7 @@ The rules a lease keeps (docs/leases.md):
 
 from __future__ import annotations
 
+import abc
 import logging
 import os
 import threading
@@ -45,7 +46,7 @@ log = logging.getLogger("joblocks")
 RENEW_SLACK = 0.1
 
 
-class LeaseBase:
+class LeaseBase(abc.ABC):
     """State and logic shared by :class:`Lease` and ``joblocks.aio.Lease``."""
 
     key: str
@@ -234,13 +235,13 @@ class LeaseBase:
             self._released = True
             return True
 
+    @abc.abstractmethod
     def _keep_alive(self) -> None:
         """Hand the lease to its face's keep-alive renewer (a thread or a task)."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def _stop_keeping_alive(self) -> None:
         """Take the lease off its face's renewer."""
-        raise NotImplementedError
 
     def _lost_error(self) -> LeaseLost:
         return LeaseLost(self.key, self._lost_reason or "released")
