@@ -33,6 +33,7 @@ from joblocks import (
 )
 
 from ..support.servers import Server
+from ..support.silent import SilentServer
 
 HANG_GUARD_S = 30.0
 TIMEOUT = 60
@@ -111,32 +112,6 @@ def test_a_missing_sqlite_directory_is_a_connection_error(tmp_path: Path) -> Non
     url = f"sqlite:///{tmp_path / 'absent' / 'locks.db'}"
     raised = _raised("sync", url, _peek, create_table=False)
     assert type(raised) is LockConnectionError, repr(raised)
-
-
-class SilentServer:
-    """Accepts TCP connections on 127.0.0.1 and never sends a byte."""
-
-    def __init__(self) -> None:
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(16)
-        self.port = self.sock.getsockname()[1]
-        self.accepted: list[socket.socket] = []
-        self.thread = threading.Thread(target=self._accept, daemon=True)
-        self.thread.start()
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            self.accepted.append(conn)
-
-    def close(self) -> None:
-        self.sock.close()
-        for conn in self.accepted:
-            conn.close()
 
 
 @pytest.fixture

@@ -9,7 +9,6 @@ assertions: each call is given far longer than the time-out to fail.
 from __future__ import annotations
 
 import asyncio
-import socket
 import sqlite3
 import threading
 from collections.abc import Iterator
@@ -24,33 +23,9 @@ import joblocks
 import joblocks.aio
 from joblocks import _engines
 
+from ..support.silent import SilentServer
+
 HANG_GUARD_S = 10.0
-
-
-class SilentServer:
-    """Accepts TCP connections on 127.0.0.1 and never sends a byte."""
-
-    def __init__(self) -> None:
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(16)
-        self.port = self.sock.getsockname()[1]
-        self.accepted: list[socket.socket] = []
-        self.thread = threading.Thread(target=self._accept, daemon=True)
-        self.thread.start()
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            self.accepted.append(conn)
-
-    def close(self) -> None:
-        self.sock.close()
-        for conn in self.accepted:
-            conn.close()
 
 
 @pytest.fixture
