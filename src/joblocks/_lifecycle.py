@@ -14,7 +14,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any, Callable
 
-from . import _engines, _events, _guard, _ops, _validate
+from . import _events, _guard, _ops, _tables, _validate
 from ._base import log
 from ._errors import LockBackendError, LockExistsError
 from ._records import JobLock
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 def identify(model: ModelCore) -> Steps[tuple[Any, ...]]:
     """The table's identity (see ``ModelCore.identity``): read once, then kept."""
     if model._found is None:
-        found = yield from call(model, "identify table", _engines.table_identity, model.table)
+        found = yield from call(model, "identify table", _tables.table_identity, model.table)
         model._found = model._found or found
     return model._found.key
 
