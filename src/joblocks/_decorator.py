@@ -353,22 +353,24 @@ def unique_holder() -> str:
 def run_leased(
     model: JobLockModel,
     key: str,
-    ttl: _validate.Duration,
+    options: LeaseOptions,
     work: Callable[[], R],
     *,
     holder: str,
-    **options: Any,
+    min_hold_ms: int | None = None,
 ) -> tuple[bool, R | None]:
     """Run ``work()`` under a lease of ``key`` for ``holder``: ``(ran, result)``.
 
-    ``(False, None)`` when the lock is held elsewhere. The lease is released after the
-    work (never raising; a warning when the work outlived a lease without keep-alive);
-    an exception of ``work`` propagates. ``options`` are those of
-    :meth:`JobLockModel.try_lease`.
+    ``options`` were checked once, when the integration was set up; ``min_hold_ms``
+    (when given) is this run's hold. ``(False, None)`` when the lock is held elsewhere.
+    The lease is released after the work (never raising; a warning when the work
+    outlived a lease without keep-alive); an exception of ``work`` propagates.
     """
     from ._run import _release_quietly
 
-    held = model.try_lease(key, ttl, holder=holder, **options)
+    if not isinstance(model, JobLockModel):
+        raise wrong_face(model, "joblocks.JobLockModel")
+    held = model._take(key, options.for_run(holder, min_hold_ms=min_hold_ms))
     if held is None:
         return False, None
     try:

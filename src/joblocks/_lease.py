@@ -433,6 +433,26 @@ class LeaseOptions:
             raise TypeError(f"on_lost must be callable, not {type(on_lost).__name__}")
         self.on_lost = on_lost
 
+    def for_run(
+        self,
+        holder: str,
+        *,
+        min_hold_ms: int | None = None,
+        on_lost: Callable[[Any], None] | None = None,
+    ) -> LeaseOptions:
+        """These options for one run of an integration: its own ``holder`` (checked),
+        and where given, this run's ``min_hold`` (ms, already checked) and
+        ``on_lost``; nothing else is checked again."""
+        run = object.__new__(LeaseOptions)
+        for name in LeaseOptions.__slots__:
+            setattr(run, name, getattr(self, name))
+        run._holder = _validate.holder(holder)
+        if min_hold_ms is not None:
+            run.min_hold_ms = min_hold_ms
+        if on_lost is not None:
+            run.on_lost = on_lost
+        return run
+
     @property
     def holder(self) -> str:
         """The holder given, else this process's worker id (read at each use: options

@@ -228,6 +228,10 @@ class JobLockModel(ModelCore):
             on_lost=on_lost,
             max_hold=max_hold,
         )
+        return self._take(key, opts)
+
+    def _take(self, key: str, opts: LeaseOptions) -> Lease | None:
+        """:meth:`try_lease` of a request already validated."""
         lease: Lease | None = self._drive(_lifecycle.take(self, key, opts, time.monotonic()))
         return lease
 

@@ -216,6 +216,10 @@ class JobLockModel(ModelCore):
             on_lost=on_lost,
             max_hold=max_hold,
         )
+        return await self._take(key, opts)
+
+    async def _take(self, key: str, opts: LeaseOptions) -> Lease | None:
+        """:meth:`try_lease` of a request already validated."""
         held: Lease | None = await self._drive(_lifecycle.take(self, key, opts, time.monotonic()))
         return held
 
