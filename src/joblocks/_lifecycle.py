@@ -22,7 +22,8 @@ from ._steps import Shielded, Sleep, Steps, Work, call
 
 if TYPE_CHECKING:
     from ._base import ModelCore
-    from ._lease import LeaseBase, LeaseOptions
+    from ._lease import LeaseBase
+    from ._options import LeaseOptions
 
 
 def identify(model: ModelCore) -> Steps[tuple[Any, ...]]:

@@ -38,8 +38,8 @@ from .._decorator import SingleInstance as SingleInstance
 from .._decorator import is_async_callable as is_async_callable
 from .._decorator import run_leased as run_leased
 from .._decorator import unique_holder as unique_holder
-from .._lease import LeaseOptions as LeaseOptions
-from .._lease import check_cancel_on_loss as check_cancel_on_loss
+from .._options import LeaseOptions as LeaseOptions
+from .._options import check_cancel_on_loss as check_cancel_on_loss
 from .._validate import Duration as Duration
 from .._validate import duration_ms as duration_ms
 from .._validate import lock_key as lock_key
