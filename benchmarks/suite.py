@@ -18,6 +18,10 @@ scale        acquire latency with 10, 10^4 and 10^6 rows in the table
 cli          ``python -m joblocks run k --ttl 1m -- true`` against ``true``
 peers        other lock libraries (tooz, python-redis-lock, pottery, sherlock, advisory
              locks, filelock) run by benchmarks/peers/worker.py in their own venv
+pgpeers      the PostgreSQL lease peers (dislock, pglease, distributed-pg-lock) and
+             advisory-lock libraries (postgresql-lock, django-pglock): pairs/s, 8-process
+             contention, takeover after SIGKILL (benchmarks/peers_pg.py; skipped
+             without the peers venv, also in --smoke)
 
 Measurements are interleaved round by round (``--repeat``) and the median is reported,
 so ratios compare figures taken minutes apart at most, under the same load. The load
@@ -56,7 +60,7 @@ import joblocks.aio
 from benchmarks import _common as C
 from benchmarks._common import KEY, TTL_MS, Stats, Unexpected
 
-SECTIONS = ("uncontended", "refused", "contention", "keepalive", "scale", "cli", "peers")
+SECTIONS = ("uncontended", "refused", "contention", "keepalive", "scale", "cli", "peers", "pgpeers")
 HERE = Path(__file__).resolve().parent
 DEFAULT_PEERS_VENV = HERE / ".venv-peers"
 
@@ -1133,6 +1137,30 @@ def section_peers(ctx: Ctx) -> dict[str, Any]:
         flush=True,
     )
     return out
+
+
+def section_pgpeers(ctx: Ctx) -> dict[str, Any]:
+    from benchmarks import peers_pg
+
+    py = peers_pg.peers_python(ctx.peers_python)
+    if py is None or "postgresql" not in ctx.urls:
+        why = "no peers venv; run `bash benchmarks/peers/setup.sh` first" if py is None else ""
+        msg = f"SKIPPED: {why or 'no PostgreSQL'}"
+        print(f"\n  pgpeers: {msg}", flush=True)
+        return {"skipped": msg}
+    argv = (
+        ["--smoke"] if ctx.smoke else ["--seconds", str(ctx.seconds), "--repeat", str(ctx.repeat)]
+    )
+    argv += ["--workers", str(ctx.workers), "--contention-seconds", str(ctx.contention_seconds)]
+    res = peers_pg.run(ctx.urls["postgresql"], py, peers_pg.parse_args(argv))
+    print(peers_pg.render(res), flush=True)
+    for label, c in res["contention"].items():
+        bad = [f"{k} = {c[k]}" for k in ("overlaps", "lost_updates", "lost", "errors") if c.get(k)]
+        if label.startswith("joblocks") and (bad or "error" in c):
+            res.setdefault("joblocks_failures", {})[label] = {
+                "error": ", ".join(bad) or str(c.get("error"))
+            }
+    return res
 
 
 # =================================================================== targets

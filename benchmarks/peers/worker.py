@@ -14,7 +14,7 @@ peer and face (``--face sync|aio``), on one key:
   JSON: the holding intervals with the counter value read (for the overlap check of
   ``benchmarks/_contention.py``), wins, attempts, errors, lost, increments;
 * ``--mode hold``: take ``--key`` with ``--ttl`` seconds, print ``held``, wait (to be
-  SIGKILLed); ``--mode takeover``: print ``waiting`` once refused, then poll every
+  SIGKILLed); ``--mode takeover``: print ``ready``, read a line, then poll every
   ``--poll-ms`` until granted and print the ``time.monotonic_ns()`` of the grant.
 
     .venv-peers/bin/python benchmarks/peers/worker.py --peer tooz-redis --redis-port 6390
@@ -704,17 +704,17 @@ async def hold_or_take(peer: Peer, args: argparse.Namespace) -> int:
         print("held", flush=True)
         await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)
         return 0
+    print("ready", flush=True)
+    await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)
     deadline = time.monotonic() + args.takeover_timeout
-    said = False
+    polls = 0
     while time.monotonic() < deadline:
+        polls += 1
         if await maybe(handle.acquire()):
             granted = time.monotonic_ns()
-            print(json.dumps({"granted_ns": granted, "waited": said}), flush=True)
+            print(json.dumps({"granted_ns": granted, "polls": polls}), flush=True)
             await maybe(handle.release())
             return 0
-        if not said:
-            print("waiting", flush=True)
-            said = True
         await asyncio.sleep(args.poll_ms / 1000)
     print(json.dumps({"error": f"not granted within {args.takeover_timeout} s"}), flush=True)
     return 1
@@ -817,17 +817,17 @@ def hold_or_take_sync(peer: Peer, args: argparse.Namespace) -> int:
         print("held", flush=True)
         sys.stdin.read()
         return 0
+    print("ready", flush=True)
+    sys.stdin.readline()
     deadline = time.monotonic() + args.takeover_timeout
-    said = False
+    polls = 0
     while time.monotonic() < deadline:
+        polls += 1
         if handle.acquire():
             granted = time.monotonic_ns()
-            print(json.dumps({"granted_ns": granted, "waited": said}), flush=True)
+            print(json.dumps({"granted_ns": granted, "polls": polls}), flush=True)
             handle.release()
             return 0
-        if not said:
-            print("waiting", flush=True)
-            said = True
         time.sleep(args.poll_ms / 1000)
     print(json.dumps({"error": f"not granted within {args.takeover_timeout} s"}), flush=True)
     return 1
