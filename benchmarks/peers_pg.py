@@ -208,8 +208,10 @@ class Runner:
         try:
             if (line := _readline(waiter, READY_TIMEOUT_S)).strip() != "ready":
                 raise RuntimeError(f"waiter: {line!r} {_stderr(waiter)}")
-            if (line := _readline(holder, READY_TIMEOUT_S)).strip() != "held":
+            line = _readline(holder, READY_TIMEOUT_S)
+            if not line.startswith("held "):
                 raise RuntimeError(f"holder: {line!r} {_stderr(holder)}")
+            first_grant = int(line.split()[1])
             killed = time.monotonic_ns()
             holder.send_signal(signal.SIGKILL)
             assert waiter.stdin is not None
@@ -219,7 +221,11 @@ class Runner:
             res = json.loads(out.strip().splitlines()[-1])
             if "error" in res:
                 raise RuntimeError(res["error"])
-            return {"ms": (res["granted_ns"] - killed) / 1e6, "polls": res["polls"]}
+            return {
+                "ms": (res["granted_ns"] - killed) / 1e6,
+                "grant_to_grant_ms": (res["granted_ns"] - first_grant) / 1e6,
+                "polls": res["polls"],
+            }
         finally:
             for proc in (holder, waiter):
                 if proc.poll() is None:
@@ -308,13 +314,16 @@ def run(url: str, peers_py: Path, opts: argparse.Namespace) -> dict[str, Any]:
             C.attempt(lib, lambda lib=lib, ttl=ttl: runner.takeover(lib, ttl))
             for _ in range(trials)
         ]
-        good = [x["ms"] for x in runs if "error" not in x]
+        good = [x for x in runs if "error" not in x]
         entry: dict[str, Any] = {"ttl_s": ttl if kind == "lease" else None, "trials": runs}
         if good:
+            kill = [x["ms"] for x in good]
             entry |= {
-                "median_ms": statistics.median(good),
-                "min_ms": min(good),
-                "max_ms": max(good),
+                "median_ms": statistics.median(kill),
+                "min_ms": min(kill),
+                "max_ms": max(kill),
+                "grant_to_grant_median_ms": statistics.median(x["grant_to_grant_ms"] for x in good),
+                "polls_median": statistics.median(x["polls"] for x in good),
             }
         else:
             entry["error"] = runs[0].get("error") if runs else "not run"
@@ -409,13 +418,24 @@ def render(res: dict[str, Any]) -> str:
                     f"{t['ttl_s']:g} s" if t["ttl_s"] else "none (advisory)",
                     f"{t['median_ms']:,.0f}",
                     f"{t['min_ms']:,.0f}–{t['max_ms']:,.0f}",
+                    f"{t['grant_to_grant_median_ms']:,.0f}",
+                    f"{t['polls_median']:g}",
                     str(len(t["trials"])),
                 ]
             )
         else:
-            trow.append([lib, "", t.get("skipped") or f"error: {t.get('error')}", "", ""])
+            trow.append([lib, "", t.get("skipped") or f"error: {t.get('error')}", "", "", "", ""])
     text += "\n\n  takeover: holder SIGKILLed right after its grant, waiter polling\n" + C.table(
-        ["library", "ttl", "kill → next grant, median ms", "min–max ms", "trials"], trow
+        [
+            "library",
+            "ttl",
+            "kill → next grant, median ms",
+            "min–max ms",
+            "grant → next grant, median ms",
+            "waiter's polls",
+            "trials",
+        ],
+        trow,
     )
     return text
 

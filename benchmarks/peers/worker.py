@@ -13,7 +13,8 @@ peer and face (``--face sync|aio``), on one key:
   loops acquire → read-modify-write of a counter row → release on ``--key``, and prints
   JSON: the holding intervals with the counter value read (for the overlap check of
   ``benchmarks/_contention.py``), wins, attempts, errors, lost, increments;
-* ``--mode hold``: take ``--key`` with ``--ttl`` seconds, print ``held``, wait (to be
+* ``--mode hold``: take ``--key`` with ``--ttl`` seconds, print ``held`` and the
+  ``time.monotonic_ns()`` of the grant, wait (to be
   SIGKILLed); ``--mode takeover``: print ``ready``, read a line, then poll every
   ``--poll-ms`` until granted and print the ``time.monotonic_ns()`` of the grant.
 
@@ -701,7 +702,7 @@ async def hold_or_take(peer: Peer, args: argparse.Namespace) -> int:
         if not await maybe(handle.acquire()):
             print("refused", flush=True)
             return 1
-        print("held", flush=True)
+        print(f"held {time.monotonic_ns()}", flush=True)
         await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)
         return 0
     print("ready", flush=True)
@@ -814,7 +815,7 @@ def hold_or_take_sync(peer: Peer, args: argparse.Namespace) -> int:
         if not handle.acquire():
             print("refused", flush=True)
             return 1
-        print("held", flush=True)
+        print(f"held {time.monotonic_ns()}", flush=True)
         sys.stdin.read()
         return 0
     print("ready", flush=True)
@@ -912,7 +913,7 @@ def hold_elsewhere(peer_name: str, argv: list[str], name: str | None) -> subproc
         text=True,
     )
     assert proc.stdout is not None
-    if proc.stdout.readline().strip() != "held":
+    if proc.stdout.readline().split()[:1] != ["held"]:
         raise RuntimeError(f"{peer_name}: the other holder could not take the lock")
     return proc
 
