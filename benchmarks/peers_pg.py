@@ -3,6 +3,7 @@
     bash benchmarks/peers/setup.sh                 # once: the peers' own venv
     python benchmarks/peers_pg.py [--json out.json]
     python benchmarks/peers_pg.py --smoke          # tiny sizes (CI; skipped without the venv)
+    python benchmarks/peers_pg.py --markdown out.json   # the tables as Markdown
 
 One throwaway PostgreSQL server (``tests/support/servers.py``), every library in the same
 run, each through the same harness (``benchmarks/peers/worker.py``: the peers with the
@@ -332,7 +333,14 @@ def run(url: str, peers_py: Path, opts: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
-def render(res: dict[str, Any]) -> str:
+def md_table(headers: list[str], rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    lines += ["| " + " | ".join(cell.strip() for cell in row) + " |" for row in rows]
+    return "\n".join(lines) + "\n"
+
+
+def render(res: dict[str, Any], table: Any = C.table) -> str:
+    """The three tables, aligned text (``table=md_table``: Markdown)."""
     libs = res["libraries"]
     ref = res["uncontended"].get("joblocks sync", {}).get("pairs")
     ref_aio = res["uncontended"].get("joblocks aio", {}).get("pairs")
@@ -363,7 +371,7 @@ def render(res: dict[str, Any]) -> str:
                     ttl_note if face == "sync" else "",
                 ]
             )
-    text = "\n  uncontended, one process, one key\n" + C.table(
+    text = "\n  uncontended, one process, one key\n" + table(
         [
             "library",
             "face",
@@ -395,7 +403,7 @@ def render(res: dict[str, Any]) -> str:
             ]
         )
     workers = res["settings"]["workers"]
-    text += f"\n\n  contention: {workers} processes, one key\n" + C.table(
+    text += f"\n\n  contention: {workers} processes, one key\n" + table(
         [
             "library / face",
             "grants/s",
@@ -418,14 +426,14 @@ def render(res: dict[str, Any]) -> str:
                     f"{t['ttl_s']:g} s" if t["ttl_s"] else "none (advisory)",
                     f"{t['median_ms']:,.0f}",
                     f"{t['min_ms']:,.0f}–{t['max_ms']:,.0f}",
-                    f"{t['grant_to_grant_median_ms']:,.0f}",
-                    f"{t['polls_median']:g}",
+                    f"{t.get('grant_to_grant_median_ms', float('nan')):,.0f}",
+                    f"{t.get('polls_median', float('nan')):g}",
                     str(len(t["trials"])),
                 ]
             )
         else:
             trow.append([lib, "", t.get("skipped") or f"error: {t.get('error')}", "", "", "", ""])
-    text += "\n\n  takeover: holder SIGKILLed right after its grant, waiter polling\n" + C.table(
+    text += "\n\n  takeover: holder SIGKILLed right after its grant, waiter polling\n" + table(
         [
             "library",
             "ttl",
@@ -443,6 +451,9 @@ def render(res: dict[str, Any]) -> str:
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--smoke", action="store_true", help="tiny sizes (CI)")
+    ap.add_argument(
+        "--markdown", type=Path, help="print the tables of a --json file as Markdown, and exit"
+    )
     ap.add_argument("--json", type=Path, help="write every figure to this JSON file")
     ap.add_argument("--seconds", type=float, default=2.0, help="timed seconds per measurement")
     ap.add_argument("--repeat", type=int, default=3, help="interleaved rounds (median reported)")
@@ -469,6 +480,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.markdown:
+        print(render(json.loads(args.markdown.read_text()), md_table))
+        return 0
     py = peers_python(args.peers_python)
     if py is None:
         print("peers_pg: SKIPPED: no peers venv; run `bash benchmarks/peers/setup.sh` first")
@@ -491,6 +505,7 @@ def main(argv: list[str] | None = None) -> int:
     print(render(res), flush=True)
     print(f"\n({C.load()})")
     if args.json:
+        res["settings"]["json"] = args.json.name  # no path of this machine in results
         args.json.write_text(json.dumps(res, indent=2, default=str) + "\n")
         print(f"wrote {args.json}")
     bad = [
