@@ -80,7 +80,7 @@ def peers_python(explicit: str | None) -> Path | None:
 
 
 class Runner:
-    def __init__(self, dsn: str, peers_py: Path, opts: argparse.Namespace) -> None:
+    def __init__(self, dsn: str, peers_py: Path | None, opts: argparse.Namespace) -> None:
         self.dsn = dsn
         self.peers_py = peers_py
         self.opts = opts
@@ -257,14 +257,19 @@ def variants() -> list[tuple[str, str, str]]:
     return [(lib, face, kind) for lib, faces, kind, _ in LIBRARIES for face in faces]
 
 
-def run(url: str, peers_py: Path, opts: argparse.Namespace) -> dict[str, Any]:
-    """Every measurement against the PostgreSQL server at ``url``; the results as a dict."""
+def run(url: str, peers_py: Path | None, opts: argparse.Namespace) -> dict[str, Any]:
+    """Every measurement against the PostgreSQL server at ``url``; the results as a dict.
+
+    ``peers_py`` None: joblocks only (the harness itself), the peers skipped."""
     p = C.server_params(url)
     dsn = f"host={p['host']} port={p['port']} user={p['user']} dbname={p['database']}"
     runner = Runner(dsn, peers_py, opts)
     out: dict[str, Any] = {"libraries": {}, "no_aio": NO_AIO, "settings": vars(opts).copy()}
     for lib, _faces, kind, ttl_note in LIBRARIES:
         out["libraries"][lib] = {"kind": kind, "ttl": ttl_note}
+        if peers_py is None and lib != "joblocks":
+            out["libraries"][lib]["error"] = "skipped: no peers venv"
+            continue
         try:
             runner.setup(lib)
         except Exception as exc:
@@ -347,6 +352,8 @@ def render(res: dict[str, Any], table: Any = C.table) -> str:
     rows = []
     for lib, faces, kind, ttl_note in LIBRARIES:
         e = libs[lib]
+        if str(e.get("error", "")).startswith("skipped"):
+            continue
         name = lib + (f" {e['version']}" if e.get("version") else "")
         for face in ("sync", "aio"):
             label = f"{lib} {face}"
@@ -470,6 +477,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument(
         "--peers-python", help="python of the peers venv (default benchmarks/.venv-peers)"
     )
+    ap.add_argument("--no-peers", action="store_true", help="joblocks only (the harness itself)")
+    ap.add_argument("--url", help="an existing PostgreSQL server's URL (default: a throwaway one)")
     args = ap.parse_args(argv)
     if args.smoke:
         args.seconds, args.repeat, args.contention_seconds, args.workers = 0.1, 1, 0.25, 3
@@ -478,29 +487,40 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
-    if args.markdown:
-        print(render(json.loads(args.markdown.read_text()), md_table))
-        return 0
-    py = peers_python(args.peers_python)
-    if py is None:
-        print("peers_pg: SKIPPED: no peers venv; run `bash benchmarks/peers/setup.sh` first")
-        return 0
-    started = time.strftime("%Y-%m-%d %H:%M:%S %Z")
-    print(
-        f"PostgreSQL lock peers{' (smoke)' if args.smoke else ''}: {started}, {C.load()}",
-        flush=True,
-    )
+def _run_on_own_server(py: Path | None, args: argparse.Namespace) -> dict[str, Any] | None:
     with tempfile.TemporaryDirectory(prefix="joblocks-peers-pg-") as folder:
         dbs = C.start_databases(["postgresql"], Path(folder))
         try:
             if "postgresql" not in dbs.urls:
                 print(f"peers_pg: SKIPPED: no PostgreSQL ({dbs.skipped.get('postgresql')})")
-                return 0
-            res = run(dbs.urls["postgresql"], py, args)
+                return None
+            return run(dbs.urls["postgresql"], py, args)
         finally:
             dbs.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.markdown:
+        print(render(json.loads(args.markdown.read_text()), md_table))
+        return 0
+    py = None if args.no_peers else peers_python(args.peers_python)
+    if py is None:
+        print(
+            "peers_pg: peers SKIPPED (no peers venv; run `bash benchmarks/peers/setup.sh`"
+            " first): joblocks only"
+        )
+    started = time.strftime("%Y-%m-%d %H:%M:%S %Z")
+    print(
+        f"PostgreSQL lock peers{' (smoke)' if args.smoke else ''}: {started}, {C.load()}",
+        flush=True,
+    )
+    if args.url:
+        res = run(args.url, py, args)
+    else:
+        res = _run_on_own_server(py, args)
+        if res is None:
+            return 0
     res["meta"] = {"started": started, "load_end": C.load(), "cpus": os.cpu_count()}
     print(render(res), flush=True)
     print(f"\n({C.load()})")
@@ -515,6 +535,12 @@ def main(argv: list[str] | None = None) -> int:
         for key in ("overlaps", "lost_updates", "lost", "errors")
         if c.get(key)
     ]
+    measured = [
+        *((f"uncontended {k}", v) for k, v in res["uncontended"].items()),
+        *((f"contention {k}", v) for k, v in res["contention"].items()),
+        ("takeover joblocks", res["takeover"].get("joblocks", {"error": "not run"})),
+    ]
+    bad += [f"{k}: {v['error']}" for k, v in measured if "joblocks" in k and "error" in v]
     if bad:
         print("\nFAILED (joblocks):\n" + "\n".join(f"  {b}" for b in bad))
         return 1
