@@ -1269,6 +1269,22 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
             f"{C.num(jl_pg, 'per_s')} vs {C.num(e.get('pairs', e), 'per_s')} pairs/s"
             + ("" if e.get("expiry") else " (peer has no expiry: session advisory lock)"),
         )
+    pg = results.get("pgpeers", {})
+    for label, u in pg.get("uncontended", {}).items():
+        lib, face = label.split()
+        kind = pg["libraries"][lib]["kind"]
+        ref = pg["uncontended"].get(f"joblocks {face}", {}).get("pairs")
+        if lib == "joblocks" or kind != "lease" or not ref:
+            continue  # the advisory-lock libraries are reported, not targets
+        r = _ratio(ref, u.get("pairs", {"error": "-"}))
+        add(
+            f"faster than {lib} (lease peer, {'asyncio' if face == 'aio' else 'sync'})",
+            "postgresql",
+            r,
+            "> 1.0×",
+            None if r is None else r > 1.0,
+            f"{C.num(ref, 'per_s')} vs {C.num(u.get('pairs', u), 'per_s')} pairs/s",
+        )
     for db, res in results.get("scale", {}).items():
         if "error" in res:
             continue
