@@ -557,7 +557,6 @@ class JoblocksPeer(Peer):
         url = f"postgresql+psycopg://{kv['user']}@{kv['host']}:{kv['port']}/{kv['dbname']}"
         module: Any = joblocks.aio if face == "aio" else joblocks
         self.model = module.JobLockModel(url, table_name=self.TABLE, create_table=False)
-        self.setup_model = joblocks.JobLockModel if face == "sync" else None
         self.url, self.ttl_ms, self.face = url, int(ttl * 1000), face
         self.holder = owner_name()
 
