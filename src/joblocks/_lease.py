@@ -56,6 +56,9 @@ class LeaseBase(abc.ABC):
     expires_at: datetime
     ttl_ms: int
     _model: Any  # the face's JobLockModel
+    #: The run ledger's row of this lease's run (``record=True``), and the work's error.
+    _run_id: int | None = None
+    _run_error: BaseException | None = None
 
     def __init__(
         self,
@@ -375,6 +378,8 @@ class Lease(LeaseBase):
         return self
 
     def __exit__(self, *exc_info: object) -> None:
+        if isinstance(exc_info[1], BaseException):
+            self._run_error = exc_info[1]
         if not self._released:
             self.release()
 
@@ -391,6 +396,7 @@ class LeaseOptions:
         "max_hold_ms",
         "min_hold_ms",
         "on_lost",
+        "record",
         "renew_every_ms",
         "ttl_ms",
         "wait_ms",
@@ -407,6 +413,7 @@ class LeaseOptions:
         wait: _validate.Duration | None,
         on_lost: Callable[[Any], None] | None,
         max_hold: _validate.Duration | None,
+        record: bool | str | None = None,
     ) -> None:
         self.ttl_ms = ttl_ms
         self._holder = None if holder is None else _validate.holder(holder)
@@ -432,6 +439,11 @@ class LeaseOptions:
         if on_lost is not None and not callable(on_lost):
             raise TypeError(f"on_lost must be callable, not {type(on_lost).__name__}")
         self.on_lost = on_lost
+        if record is not None:
+            from ._ledger import check_record
+
+            record = check_record(record)
+        self.record = record
 
     @property
     def holder(self) -> str:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any, Callable
 
-from . import _engines, _events, _guard, _ops, _validate
+from . import _engines, _events, _guard, _ledger, _ops, _validate
 from ._base import log
 from ._errors import LockBackendError, LockExistsError
 from ._records import JobLock
@@ -163,6 +163,8 @@ def take(
         pause = next_pause(attempt, started, opts.wait_ms)
         if pause is None:
             _events.emit("conflict", key, holder)
+            if (model.record if opts.record is None else opts.record) == "all":
+                yield from _ledger.record_skip(model, key, opts)
             return None
         yield Sleep(pause)
     mine = True
@@ -176,6 +178,8 @@ def take(
         lease._mark_lost("the row changed right after it was granted")
     elif opts.keepalive:
         lease._keep_alive()
+    if model.record if opts.record is None else opts.record:
+        yield from _ledger.record_start(model, lease, opts)
     return lease
 
 
@@ -211,9 +215,16 @@ def lease_release(lease: LeaseBase) -> Steps[bool]:
         )
     except LockBackendError as exc:
         _events.emit("error", lease.key, lease.holder, token=lease.token, error=exc)
+        if lease._run_id is not None:
+            yield from _ledger.record_end(lease)
         raise
     held_ms = (time.monotonic() - lease._started) * 1000
-    _events.emit("released", lease.key, lease.holder, token=lease.token, held_ms=held_ms)
+    outcome = _ledger.outcome_of(lease)
+    _events.emit(
+        "released", lease.key, lease.holder, token=lease.token, held_ms=held_ms, outcome=outcome
+    )
+    if lease._run_id is not None:
+        yield from _ledger.record_end(lease)
     return bool(released)
 
 
@@ -284,6 +295,9 @@ def run_with_lock(
             return False
         try:
             yield Work(work, lease, cancel_on_loss)
+        except BaseException as exc:
+            lease._run_error = exc
+            raise
         finally:
             yield from release_quietly(lease)
         return True

@@ -12,11 +12,12 @@ from typing import Any, Callable, TypeVar
 
 from sqlalchemy import Connection, Engine
 
-from . import _lifecycle, _ops, _steps, _validate
+from . import _ledger, _lifecycle, _ops, _steps, _validate
 from ._base import ModelCore
 from ._connections import ConnectionCache
 from ._errors import translate
 from ._lease import Lease, LeaseOptions
+from ._ledger import Run
 from ._records import JobLock
 from ._steps import Attempt, FirstUse, Sleep, Steps, Work
 
@@ -204,6 +205,7 @@ class JobLockModel(ModelCore):
         wait: _validate.Duration | None = None,
         on_lost: Callable[[Lease], None] | None = None,
         max_hold: _validate.Duration | None = None,
+        record: bool | str | None = None,
     ) -> Lease | None:
         """Take ``lock_key`` and return the grant as a :class:`~joblocks.Lease`, or None.
 
@@ -215,6 +217,10 @@ class JobLockModel(ModelCore):
 
         Every duration (``ttl``, ``renew_every``, ``min_hold``, ``wait``, ``max_hold``) is
         milliseconds (int or float) or a ``datetime.timedelta``.
+
+        ``record`` (True, False or ``"all"``; None: the model's ``record=``) writes the
+        run to the run ledger (``job_runs``, see docs/ledger.md); ``"all"`` records a
+        start that found the key taken as ``skipped`` too.
         """
         key = _validate.lock_key(lock_key)
         ttl_ms = _validate.duration_ms(ttl, "ttl")
@@ -227,6 +233,7 @@ class JobLockModel(ModelCore):
             wait=wait,
             on_lost=on_lost,
             max_hold=max_hold,
+            record=record,
         )
         lease: Lease | None = self._drive(_lifecycle.take(self, key, opts, time.monotonic()))
         return lease
@@ -315,6 +322,28 @@ class JobLockModel(ModelCore):
     def now_ms(self) -> int:
         """The database server's clock, in epoch milliseconds."""
         return self._drive(_lifecycle.now_ms(self))
+
+    # -- the run ledger (record=True) ------------------------------------------------
+
+    def runs(
+        self,
+        key: str | None = None,
+        *,
+        since: _validate.Duration | None = None,
+        limit: int = 1000,
+    ) -> builtins.list[Run]:
+        """The run ledger's rows, newest first: of ``key`` (None: every key), started
+        within ``since`` (ms or timedelta, by the database's clock), at most ``limit``.
+        Empty when the ledger table does not exist (nothing was recorded yet)."""
+        return self._drive(_ledger.runs(self, key, since, limit))
+
+    def prune_runs(
+        self, older_than: _validate.Duration, *, batch_size: int = _ledger.PRUNE_BATCH
+    ) -> int:
+        """Delete the ledger rows of runs started more than ``older_than`` (ms or
+        timedelta) ago by the database's clock, ``batch_size`` rows per statement (each
+        its own short transaction); the number deleted."""
+        return self._drive(_ledger.prune_runs(self, older_than, batch_size))
 
 
 def _close(cache: ConnectionCache | None, engine: Engine | None) -> None:

@@ -42,6 +42,7 @@ def run_with_lock(
     wait: _validate.Duration | None = None,
     on_lost: Callable[[Lease], None] | None = None,
     max_hold: _validate.Duration | None = None,
+    record: bool | str | None = None,
 ) -> bool:
     """Run ``work()`` only if ``lock_key`` can be taken for this worker; release after.
 
@@ -55,6 +56,8 @@ def run_with_lock(
     ``keepalive=True`` renews it instead; ``min_hold``, ``wait``, ``on_lost``,
     ``renew_every`` and ``max_hold`` are as for :meth:`JobLockModel.try_lease` (``wait``
     also waits out an overlapping call in this process).
+    ``record`` (True, False or ``"all"``; None: the model's ``record=``) writes the run
+    to the run ledger: ``ok``, ``error`` (``work`` raised) or ``lost`` (docs/ledger.md).
 
     Every duration (``ttl``, ``renew_every``, ``min_hold``, ``wait``, ``max_hold``)
     is milliseconds (int or float) or a ``datetime.timedelta``.
@@ -71,6 +74,7 @@ def run_with_lock(
         wait=wait,
         on_lost=on_lost,
         max_hold=max_hold,
+        record=record,
     )
     return run_request(model, key, opts, work)
 
@@ -100,6 +104,7 @@ def lease(
     wait: _validate.Duration | None = None,
     on_lost: Callable[[Lease], None] | None = None,
     max_hold: _validate.Duration | None = None,
+    record: bool | str | None = None,
 ) -> Lease:
     """Take ``lock_key`` as a context manager; raise :class:`~joblocks.LockNotAcquired`
     when it is held elsewhere::
@@ -112,7 +117,8 @@ def lease(
     The lease is released when the block exits. Options as for
     :meth:`JobLockModel.try_lease`; ``model=None`` means :func:`joblocks.get_model`.
     Every duration (``ttl``, ``renew_every``, ``min_hold``, ``wait``, ``max_hold``)
-    is milliseconds (int or float) or a ``datetime.timedelta``.
+    is milliseconds (int or float) or a ``datetime.timedelta``. ``record``: the run
+    ledger (an exception out of the block is an ``error`` run).
     """
     model = resolve_model(model, JobLockModel, get_model, "joblocks.JobLockModel")
     held = model.try_lease(
@@ -125,6 +131,7 @@ def lease(
         wait=wait,
         on_lost=on_lost,
         max_hold=max_hold,
+        record=record,
     )
     if held is None:
         raise LockNotAcquired(lock_key)

@@ -15,7 +15,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Mapping
 from typing import Any, Callable, TypeVar
 
-from . import _config, _engines, _lifecycle, _ops, _steps, _validate
+from . import _config, _engines, _ledger, _lifecycle, _ops, _steps, _validate
 from ._base import Database, ModelCore
 from ._config import resolve_model
 from ._errors import (
@@ -36,6 +36,7 @@ from ._errors import (
 )
 from ._keepalive import task_renewer
 from ._lease import LeaseBase, LeaseOptions, check_cancel_on_loss
+from ._ledger import Run
 from ._records import JobLock
 from ._run import check_work
 from ._sqla import greenlet_spawn
@@ -60,6 +61,7 @@ __all__ = [
     "LockTableMismatch",
     "LockTableMissing",
     "LockTimeoutError",
+    "Run",
     "configure",
     "get_model",
     "lease",
@@ -197,12 +199,14 @@ class JobLockModel(ModelCore):
         wait: _validate.Duration | None = None,
         on_lost: Callable[[Lease], None] | None = None,
         max_hold: _validate.Duration | None = None,
+        record: bool | str | None = None,
     ) -> Lease | None:
         """Take ``lock_key`` and return the grant as a :class:`Lease`, or None.
 
         See :meth:`joblocks.JobLockModel.try_lease`; keep-alive runs as one task per
         event loop. Every duration (``ttl``, ``renew_every``, ``min_hold``, ``wait``,
         ``max_hold``) is milliseconds (int or float) or a ``datetime.timedelta``.
+        ``record``: the run ledger (see :meth:`joblocks.JobLockModel.try_lease`).
         """
         key = _validate.lock_key(lock_key)
         ttl_ms = _validate.duration_ms(ttl, "ttl")
@@ -215,6 +219,7 @@ class JobLockModel(ModelCore):
             wait=wait,
             on_lost=on_lost,
             max_hold=max_hold,
+            record=record,
         )
         held: Lease | None = await self._drive(_lifecycle.take(self, key, opts, time.monotonic()))
         return held
@@ -292,6 +297,24 @@ class JobLockModel(ModelCore):
         """The database server's clock, in epoch milliseconds."""
         return await self._drive(_lifecycle.now_ms(self))
 
+    async def runs(
+        self,
+        key: str | None = None,
+        *,
+        since: _validate.Duration | None = None,
+        limit: int = 1000,
+    ) -> builtins.list[Run]:
+        """The run ledger's rows, newest first; see :meth:`joblocks.JobLockModel.runs`
+        (``since``: ms or timedelta)."""
+        return await self._drive(_ledger.runs(self, key, since, limit))
+
+    async def prune_runs(
+        self, older_than: _validate.Duration, *, batch_size: int = _ledger.PRUNE_BATCH
+    ) -> int:
+        """Delete ledger rows of runs started more than ``older_than`` (ms or timedelta)
+        ago, in batches; see :meth:`joblocks.JobLockModel.prune_runs`."""
+        return await self._drive(_ledger.prune_runs(self, older_than, batch_size))
+
 
 async def run_with_lock(
     lock_key: str,
@@ -306,12 +329,15 @@ async def run_with_lock(
     on_lost: Callable[[Lease], None] | None = None,
     max_hold: _validate.Duration | None = None,
     cancel_on_loss: bool = False,
+    record: bool | str | None = None,
 ) -> bool:
     """Await ``work()`` only if ``lock_key`` can be taken for this worker; release after.
 
     See :func:`joblocks.run_with_lock`. Cancellation inside ``work`` still releases,
     then propagates. With ``keepalive=True`` and ``cancel_on_loss=True``, ``work`` is
     cancelled when the lease is found lost, and :class:`LeaseLost` is raised.
+    ``record`` (True, False or ``"all"``; None: the model's) writes the run to the run
+    ledger, as for :func:`joblocks.run_with_lock`.
 
     Every duration (``ttl``, ``renew_every``, ``min_hold``, ``wait``, ``max_hold``)
     is milliseconds (int or float) or a ``datetime.timedelta``.
@@ -329,6 +355,7 @@ async def run_with_lock(
         wait=wait,
         on_lost=on_lost,
         max_hold=max_hold,
+        record=record,
     )
     return await _run_request(model, key, opts, work, cancel_on_loss)
 
@@ -422,6 +449,8 @@ class Lease(LeaseBase):
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
+        if isinstance(exc_info[1], BaseException):
+            self._run_error = exc_info[1]
         if not self.released:
             await self.release()
 
@@ -443,12 +472,14 @@ async def lease(
     on_lost: Callable[[Lease], None] | None = None,
     max_hold: _validate.Duration | None = None,
     cancel_on_loss: bool = False,
+    record: bool | str | None = None,
 ) -> AsyncIterator[Lease]:
     """``async with joblocks.aio.lease(key, ttl) as held:`` — raises
     :class:`LockNotAcquired` when held elsewhere; released when the block exits.
 
     With ``keepalive=True`` and ``cancel_on_loss=True``, the task running the block is
     cancelled when the lease is found lost; :class:`LeaseLost` is raised from it.
+    ``record``: the run ledger (an exception out of the block is an ``error`` run).
 
     Every duration (``ttl``, ``renew_every``, ``min_hold``, ``wait``, ``max_hold``)
     is milliseconds (int or float) or a ``datetime.timedelta``.
@@ -465,6 +496,7 @@ async def lease(
         wait=wait,
         on_lost=on_lost,
         max_hold=max_hold,
+        record=record,
     )
     if held is None:
         raise LockNotAcquired(lock_key)
@@ -482,9 +514,13 @@ async def lease(
         watcher = asyncio.ensure_future(cancel_body())
     try:
         yield held
-    except asyncio.CancelledError:
+    except asyncio.CancelledError as exc:
+        held._run_error = exc
         if held.lost and cancel_on_loss:
             raise held._lost_error() from None
+        raise
+    except BaseException as exc:
+        held._run_error = exc
         raise
     finally:
         if watcher is not None:

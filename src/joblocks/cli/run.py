@@ -155,6 +155,7 @@ class _Run:
                     wait=args.wait,
                     min_hold=args.min_hold,
                     on_lost=self._on_lost if args.keepalive else None,
+                    record=args.record,
                 )
             except _Interrupted as exc:
                 if lease is not None:  # the signal came right after the grant
@@ -167,7 +168,12 @@ class _Run:
                 code: int = args.conflict_exit_code
                 return code
             try:
-                return self._supervise(lease)
+                status = self._supervise(lease)
+                if status != 0:  # an "error" run in the ledger (--record)
+                    from .._ledger import CommandFailed
+
+                    lease._run_error = CommandFailed(status)
+                return status
             finally:
                 self.mode = "record"
                 self._release(lease)
@@ -338,6 +344,16 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "-q", "--quiet", action="store_true", help="no message when the lock is held elsewhere"
+    )
+    p.add_argument(
+        "--record",
+        nargs="?",
+        const=True,
+        default=None,
+        choices=(True, "all"),
+        type=lambda word: "all" if word == "all" else word,
+        help="write the run to the run ledger (job_runs; see joblocks history/status); "
+        "--record all: also a start that found the lock held, as skipped",
     )
 
 
