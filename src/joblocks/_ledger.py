@@ -143,23 +143,25 @@ _HOST = socket.gethostname()[:255]
 _SECRETS = re.compile(r"(://[^:/@\s]*:)[^@\s]*@|((?:password|passwd|pwd|secret|token)=)\S+", re.I)
 
 
-def error_text(exc: BaseException) -> str:
-    """A short text of ``exc`` for the ledger: its type and the first line of its
-    message, passwords in URLs and ``password=`` pairs masked, at most 500 characters."""
-    message = str(exc).strip().splitlines()
-    text = type(exc).__name__ + (f": {message[0]}" if message else "")
-    masked = _SECRETS.sub(
-        lambda m: (m.group(1) or m.group(2)) + "***" + ("@" if m.group(1) else ""), text
-    )
-    return masked[:MAX_RUN_ERROR]
-
-
 class CommandFailed(Exception):
     """The command of ``joblocks run --record`` exited with a non-zero status."""
 
     def __init__(self, status: int) -> None:
         super().__init__(f"exit status {status}")
         self.status = status
+
+
+def error_text(exc: BaseException) -> str:
+    """A short text of ``exc`` for the ledger: its type and the first line of its
+    message, passwords in URLs and ``password=`` pairs masked, at most 500 characters."""
+    message = str(exc).strip().splitlines()
+    text = type(exc).__name__ + (f": {message[0]}" if message else "")
+    if isinstance(exc, CommandFailed):
+        text = message[0]
+    masked = _SECRETS.sub(
+        lambda m: (m.group(1) or m.group(2)) + "***" + ("@" if m.group(1) else ""), text
+    )
+    return masked[:MAX_RUN_ERROR]
 
 
 def outcome_of(lease: LeaseBase) -> Outcome:
@@ -174,8 +176,7 @@ def outcome_of(lease: LeaseBase) -> Outcome:
 def _start(conn: Connection, st: Statements, ledger: Ledger, values: dict[str, Any]) -> int:
     ledger.ensure(conn)
     result = conn.execute(insert(ledger.table).values(started_at=db_now_ms(), **values))
-    primary = result.inserted_primary_key
-    assert primary is not None
+    primary: Any = result.inserted_primary_key
     return int(primary[0])
 
 
