@@ -156,6 +156,16 @@ JOB_RUNS_TABLE_NAME = "job_runs"
 MAX_RUN_ERROR = 500
 
 
+class BoundText(ExactText):
+    """:class:`ExactText` bound as text on every driver (aiomysql cannot bind bytes; the
+    server stores a text parameter in a VARBINARY column as its UTF-8 bytes)."""
+
+    cache_ok = True
+
+    def bind_processor(self, dialect: Dialect) -> None:
+        return None
+
+
 def runs_table_name(lock_table_name: str) -> str:
     """The ledger's table beside a lock table: ``job_locks`` -> ``job_runs``, any other
     ``<name>_locks`` -> ``<name>_runs``, else ``<name>_runs``."""
@@ -182,11 +192,11 @@ def build_runs_table(
         table_name,
         metadata,
         Column("id", BigInteger().with_variant(Integer, "sqlite"), primary_key=True),
-        Column("key", ExactText(_validate.MAX_KEY_BYTES), nullable=False),
+        Column("key", BoundText(_validate.MAX_KEY_BYTES), nullable=False),
         Column("slot", BigInteger, nullable=True),
         Column("schedule", String(255), nullable=True),
         Column("timezone", String(64), nullable=True),
-        Column("holder", ExactText(_validate.MAX_HOLDER_BYTES), nullable=False),
+        Column("holder", BoundText(_validate.MAX_HOLDER_BYTES), nullable=False),
         Column("host", String(255), nullable=False),
         Column("pid", Integer, nullable=False),
         Column("token", BigInteger, nullable=True),
