@@ -36,6 +36,7 @@ from ._lease import Lease
 from ._model import JobLockModel
 from ._records import JobLock
 from ._run import lease, run_with_lock
+from ._schedule import Schedule
 from ._schema import JOB_LOCKS_TABLE_NAME, build_table, job_locks, metadata
 from ._statements import ACQUIRE_PATHS, AcquirePath
 from ._validate import MAX_HOLDER_BYTES, MAX_KEY_BYTES, Duration
@@ -67,6 +68,7 @@ __all__ = [
     "LockTableMismatch",
     "LockTableMissing",
     "LockTimeoutError",
+    "Schedule",
     "__version__",
     "add_listener",
     "build_table",

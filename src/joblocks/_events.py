@@ -9,6 +9,8 @@ Register a callable with :func:`add_listener`; it receives an :class:`Event` for
 - ``overrun``   work outlived its lease without keep-alive
 - ``released``  a lease was released (``held_ms``: how long it was held)
 - ``error``     a database error (``error`` holds the exception)
+- ``skipped``   ``schedule=``: the start was skipped, its slot already run (``token``:
+  that run's)
 
 Listeners run synchronously in the thread (or event loop) that caused the event; an
 exception from a listener is logged and swallowed. Keep them cheap (count, observe).
@@ -21,7 +23,9 @@ import threading
 from dataclasses import dataclass
 from typing import Callable, Literal
 
-EventKind = Literal["acquired", "conflict", "renewed", "lost", "overrun", "released", "error"]
+EventKind = Literal[
+    "acquired", "conflict", "renewed", "lost", "overrun", "released", "error", "skipped"
+]
 
 log = logging.getLogger("joblocks.events")
 

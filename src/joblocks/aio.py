@@ -13,6 +13,7 @@ import builtins
 import contextlib
 import time
 from collections.abc import AsyncIterator, Awaitable, Mapping
+from datetime import tzinfo
 from typing import Any, Callable, TypeVar
 
 from . import _config, _engines, _lifecycle, _ops, _steps, _validate
@@ -38,6 +39,7 @@ from ._keepalive import task_renewer
 from ._lease import LeaseBase, LeaseOptions, check_cancel_on_loss
 from ._records import JobLock
 from ._run import check_work
+from ._schedule import Schedule
 from ._sqla import greenlet_spawn
 from ._steps import Attempt, FirstUse, Sleep, Steps, Work
 
@@ -197,12 +199,15 @@ class JobLockModel(ModelCore):
         wait: _validate.Duration | None = None,
         on_lost: Callable[[Lease], None] | None = None,
         max_hold: _validate.Duration | None = None,
+        schedule: str | Schedule | None = None,
+        timezone: str | tzinfo | None = None,
     ) -> Lease | None:
         """Take ``lock_key`` and return the grant as a :class:`Lease`, or None.
 
         See :meth:`joblocks.JobLockModel.try_lease`; keep-alive runs as one task per
         event loop. Every duration (``ttl``, ``renew_every``, ``min_hold``, ``wait``,
         ``max_hold``) is milliseconds (int or float) or a ``datetime.timedelta``.
+        ``schedule``/``timezone``: at most one start per cron slot, as there.
         """
         key = _validate.lock_key(lock_key)
         ttl_ms = _validate.duration_ms(ttl, "ttl")
@@ -215,6 +220,8 @@ class JobLockModel(ModelCore):
             wait=wait,
             on_lost=on_lost,
             max_hold=max_hold,
+            schedule=schedule,
+            timezone=timezone,
         )
         held: Lease | None = await self._drive(_lifecycle.take(self, key, opts, time.monotonic()))
         return held
@@ -306,12 +313,15 @@ async def run_with_lock(
     on_lost: Callable[[Lease], None] | None = None,
     max_hold: _validate.Duration | None = None,
     cancel_on_loss: bool = False,
+    schedule: str | Schedule | None = None,
+    timezone: str | tzinfo | None = None,
 ) -> bool:
     """Await ``work()`` only if ``lock_key`` can be taken for this worker; release after.
 
     See :func:`joblocks.run_with_lock`. Cancellation inside ``work`` still releases,
     then propagates. With ``keepalive=True`` and ``cancel_on_loss=True``, ``work`` is
     cancelled when the lease is found lost, and :class:`LeaseLost` is raised.
+    ``schedule``/``timezone``: at most one start per cron slot (False when skipped).
 
     Every duration (``ttl``, ``renew_every``, ``min_hold``, ``wait``, ``max_hold``)
     is milliseconds (int or float) or a ``datetime.timedelta``.
@@ -329,6 +339,8 @@ async def run_with_lock(
         wait=wait,
         on_lost=on_lost,
         max_hold=max_hold,
+        schedule=schedule,
+        timezone=timezone,
     )
     return await _run_request(model, key, opts, work, cancel_on_loss)
 
@@ -443,12 +455,16 @@ async def lease(
     on_lost: Callable[[Lease], None] | None = None,
     max_hold: _validate.Duration | None = None,
     cancel_on_loss: bool = False,
+    schedule: str | Schedule | None = None,
+    timezone: str | tzinfo | None = None,
 ) -> AsyncIterator[Lease]:
     """``async with joblocks.aio.lease(key, ttl) as held:`` — raises
     :class:`LockNotAcquired` when held elsewhere; released when the block exits.
 
     With ``keepalive=True`` and ``cancel_on_loss=True``, the task running the block is
     cancelled when the lease is found lost; :class:`LeaseLost` is raised from it.
+    ``schedule``/``timezone``: at most one start per cron slot (a skipped start raises
+    :class:`LockNotAcquired`).
 
     Every duration (``ttl``, ``renew_every``, ``min_hold``, ``wait``, ``max_hold``)
     is milliseconds (int or float) or a ``datetime.timedelta``.
@@ -465,6 +481,8 @@ async def lease(
         wait=wait,
         on_lost=on_lost,
         max_hold=max_hold,
+        schedule=schedule,
+        timezone=timezone,
     )
     if held is None:
         raise LockNotAcquired(lock_key)
