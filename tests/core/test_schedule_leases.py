@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from datetime import datetime
 from typing import Any
 
 import pytest
@@ -33,8 +34,8 @@ def kinds(events: list[joblocks.Event], key: str) -> list[str]:
     return [e.kind for e in events if e.key == key and e.kind != "renewed"]
 
 
-def ms(moment: Any) -> int:
-    return int(round(moment.timestamp() * 1000))
+def ms(moment: datetime) -> int:
+    return round(moment.timestamp() * 1000)
 
 
 def wait_for_db_time(model: Any, at_ms: int, timeout: float = 10.0) -> None:
