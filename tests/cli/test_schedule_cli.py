@@ -17,6 +17,7 @@ def test_one_run_per_slot(cli: Cli) -> None:  # noqa: F811 - the fixture
     ran.unlink()
     # the command ended: the row is kept to the end of the slot
     row = cli.model().peek("nightly")
+    assert row is not None
     slot = Schedule.parse(YEARLY).slot(round(row.acquired_at.timestamp() * 1000))
     assert row.expires_at == from_ms(slot[1])
     second = cli("run", "nightly", "--ttl", "1m", "--schedule", YEARLY, "--", "touch", str(ran))
@@ -36,6 +37,7 @@ def test_timezone(lite: Cli) -> None:  # noqa: F811 - the fixture
                   "America/New_York", "--", "true")  # fmt: skip
     assert result.returncode == 0
     row = lite.model().peek("job")
+    assert row is not None
     slot = Schedule.parse("0 3 * * *", "America/New_York").slot(
         round(row.acquired_at.timestamp() * 1000)
     )
