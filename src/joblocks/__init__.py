@@ -37,6 +37,7 @@ from ._ledger import Run
 from ._model import JobLockModel
 from ._records import JobLock
 from ._run import lease, run_with_lock
+from ._schedule import Schedule
 from ._schema import (
     JOB_LOCKS_TABLE_NAME,
     JOB_RUNS_TABLE_NAME,
@@ -79,6 +80,7 @@ __all__ = [
     "LockTableMissing",
     "LockTimeoutError",
     "Run",
+    "Schedule",
     "__version__",
     "add_listener",
     "build_runs_table",

@@ -13,13 +13,15 @@ import inspect
 import re
 import string
 import uuid
+from datetime import tzinfo
 from typing import TYPE_CHECKING, Any, Callable, TypeVar, overload
 
-from . import _validate
+from . import _slots, _validate
 from ._base import log, wrong_face
 from ._identity import worker_id
 from ._lease import LeaseOptions, check_cancel_on_loss
 from ._model import JobLockModel
+from ._schedule import Schedule
 
 if TYPE_CHECKING:
     from collections.abc import Coroutine
@@ -183,6 +185,8 @@ class SingleInstance:
         on_lost: Callable[[Any], None] | None = None,
         max_hold: _validate.Duration | None = None,
         cancel_on_loss: bool = False,
+        schedule: str | Schedule | None = None,
+        timezone: str | tzinfo | None = None,
         record: bool | str | None = None,
     ) -> None:
         self._key = None if key is None else KeyTemplate(key)
@@ -199,6 +203,8 @@ class SingleInstance:
             wait=wait,
             on_lost=on_lost,
             max_hold=max_hold,
+            schedule=schedule,
+            timezone=timezone,
             record=record,
         )
         self.cancel_on_loss = check_cancel_on_loss(cancel_on_loss, keepalive)
@@ -250,7 +256,7 @@ class SingleInstance:
 
             if run_request(model, key, options, work):
                 return box[0]
-            log.info("joblocks: %s skipped: held elsewhere (lock %r)", name, key)
+            log.info("joblocks: %s skipped: %s (lock %r)", name, _slots.why_not(options), key)
             return None
 
         return wrapper
@@ -275,7 +281,7 @@ class SingleInstance:
 
             if await aio._run_request(model, key, options, work, cancel_on_loss):
                 return box[0]
-            log.info("joblocks: %s skipped: held elsewhere (lock %r)", name, key)
+            log.info("joblocks: %s skipped: %s (lock %r)", name, _slots.why_not(options), key)
             return None
 
         return wrapper
@@ -293,6 +299,8 @@ def single_instance(
     on_lost: Callable[[Any], None] | None = None,
     max_hold: _validate.Duration | None = None,
     cancel_on_loss: bool = False,
+    schedule: str | Schedule | None = None,
+    timezone: str | tzinfo | None = None,
     record: bool | str | None = None,
 ) -> SingleInstance:
     """Decorate a function so that each call runs only if ``lock_key`` can be taken.
@@ -324,6 +332,10 @@ def single_instance(
 
     Every duration (``ttl``, ``renew_every``, ``min_hold``, ``wait``, ``max_hold``)
     is milliseconds (int or float) or a ``datetime.timedelta``.
+
+    ``schedule`` (a cron expression or :class:`~joblocks.Schedule`; ``timezone``: its
+    IANA zone, default UTC): at most one call runs per slot of the schedule across
+    every worker; a call whose slot was already run returns None.
     """
     if lock_key is None:
         raise TypeError("lock_key must be a str, not NoneType")
@@ -338,6 +350,8 @@ def single_instance(
         on_lost=on_lost,
         max_hold=max_hold,
         cancel_on_loss=cancel_on_loss,
+        schedule=schedule,
+        timezone=timezone,
         record=record,
     )
 

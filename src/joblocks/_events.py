@@ -9,6 +9,8 @@ Register a callable with :func:`add_listener`; it receives an :class:`Event` for
 - ``overrun``   work outlived its lease without keep-alive
 - ``released``  a lease was released (``held_ms``: how long it was held)
 - ``error``     a database error (``error`` holds the exception)
+- ``skipped``   ``schedule=``: the start was skipped, its slot already run (``token``:
+  that run's)
 - ``record_failed``  the run ledger (``record=True``) could not write a row; the job
   went on (``error`` holds the exception)
 
@@ -27,7 +29,15 @@ from dataclasses import dataclass
 from typing import Callable, Literal
 
 EventKind = Literal[
-    "acquired", "conflict", "renewed", "lost", "overrun", "released", "error", "record_failed"
+    "acquired",
+    "conflict",
+    "renewed",
+    "lost",
+    "overrun",
+    "released",
+    "error",
+    "skipped",
+    "record_failed",
 ]
 
 log = logging.getLogger("joblocks.events")

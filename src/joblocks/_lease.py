@@ -24,7 +24,7 @@ import logging
 import os
 import threading
 import time
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, tzinfo
 from typing import TYPE_CHECKING, Any, Callable
 
 from sqlalchemy import Table, exists
@@ -37,6 +37,7 @@ from ._records import from_ms
 
 if TYPE_CHECKING:
     from ._model import JobLockModel
+    from ._schedule import Schedule
 
 log = logging.getLogger("joblocks")
 
@@ -56,6 +57,9 @@ class LeaseBase(abc.ABC):
     expires_at: datetime
     ttl_ms: int
     _model: Any  # the face's JobLockModel
+    #: ``schedule=``: the slot this run started in, ``(start_ms, end_ms)`` epoch ms UTC
+    #: by the database's clock (a release keeps the row until its end); else None.
+    slot: tuple[int, int] | None = None
     #: The run ledger's row of this lease's run (``record=True``), and the work's error.
     _run_id: int | None = None
     _run_error: BaseException | None = None
@@ -398,6 +402,7 @@ class LeaseOptions:
         "on_lost",
         "record",
         "renew_every_ms",
+        "schedule",
         "ttl_ms",
         "wait_ms",
     )
@@ -413,6 +418,8 @@ class LeaseOptions:
         wait: _validate.Duration | None,
         on_lost: Callable[[Any], None] | None,
         max_hold: _validate.Duration | None,
+        schedule: str | Schedule | None = None,
+        timezone: str | tzinfo | None = None,
         record: bool | str | None = None,
     ) -> None:
         self.ttl_ms = ttl_ms
@@ -439,6 +446,7 @@ class LeaseOptions:
         if on_lost is not None and not callable(on_lost):
             raise TypeError(f"on_lost must be callable, not {type(on_lost).__name__}")
         self.on_lost = on_lost
+        self.schedule = schedule_option(schedule, timezone)
         if record is not None:
             from ._ledger import check_record
 
@@ -469,6 +477,24 @@ class LeaseOptions:
             "renew_every_ms": self.renew_every_ms,
             "on_lost": self.on_lost,
         }
+
+
+def schedule_option(schedule: object, timezone: object) -> Schedule | None:
+    """Validate ``schedule=`` (a cron expression or a :class:`~joblocks.Schedule`) and
+    ``timezone=`` (an IANA name or tzinfo, for an expression given as a str)."""
+    from ._schedule import Schedule
+
+    if schedule is None:
+        if timezone is not None:
+            raise ValueError("timezone needs schedule= (the cron expression it is for)")
+        return None
+    if isinstance(schedule, Schedule):
+        if timezone is not None and Schedule.parse(schedule.expression, timezone) != schedule:  # type: ignore[arg-type]
+            raise ValueError(
+                f"timezone={timezone!r} differs from the timezone of {schedule!r}; give one of them"
+            )
+        return schedule
+    return Schedule.parse(schedule, timezone, name="schedule")  # type: ignore[arg-type]
 
 
 def deadline(sent_at: float, ttl_ms: int) -> float:

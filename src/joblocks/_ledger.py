@@ -277,19 +277,16 @@ def _failed(key: str, holder: str, exc: BaseException) -> None:
     _events.emit("record_failed", key, holder, error=exc)
 
 
-def _where(opts: LeaseOptions, lease: LeaseBase | None) -> dict[str, Any]:
-    slot = getattr(lease, "slot", None)
-    if isinstance(slot, tuple):
-        slot = slot[0]
-    if isinstance(slot, datetime):
-        slot = round(slot.timestamp() * 1000)
-    schedule = getattr(opts, "schedule", None)
-    expression = getattr(schedule, "expression", schedule)
-    zone = getattr(schedule, "timezone", None) or getattr(opts, "timezone", None)
+def _where(
+    opts: LeaseOptions, lease: LeaseBase | None, slot: tuple[int, int] | None = None
+) -> dict[str, Any]:
+    if lease is not None:
+        slot = lease.slot
+    schedule = opts.schedule
     return {
-        "slot": slot,
-        "schedule": None if expression is None else str(expression),
-        "timezone": None if zone is None else str(zone),
+        "slot": None if slot is None else slot[0],
+        "schedule": None if schedule is None else schedule.expression,
+        "timezone": None if schedule is None else schedule.timezone,
         "holder": opts.holder if lease is None else lease.holder,
         "host": _HOST,
         "pid": os.getpid(),
@@ -327,9 +324,12 @@ def record_end(lease: LeaseBase) -> Steps[None]:
         _failed(lease.key, lease.holder, exc)
 
 
-def record_skip(model: ModelCore, key: str, opts: LeaseOptions) -> Steps[None]:
-    """Write a ``skipped`` row (``record="all"``); never raises."""
-    values = _where(opts, None)
+def record_skip(
+    model: ModelCore, key: str, opts: LeaseOptions, slot: tuple[int, int] | None = None
+) -> Steps[None]:
+    """Write a ``skipped`` row (``record="all"``; ``slot``: the schedule slot it was
+    for); never raises."""
+    values = _where(opts, None, slot)
     try:
         yield from call(model, "record run", _skip, ledger_of(model), {"key": key, **values})
     except Exception as exc:
@@ -402,7 +402,7 @@ def key_status(run: Run, now_ms: int) -> KeyStatus:
     if run.schedule is None:
         return KeyStatus(run, ago, False, None, None)
     try:
-        from ._schedule import Schedule  # type: ignore[import-not-found,unused-ignore]
+        from ._schedule import Schedule
 
         schedule = Schedule.parse(run.schedule, run.timezone)
         previous = schedule.previous_slot(now_ms)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any, Callable
 
-from . import _engines, _events, _guard, _ledger, _ops, _validate
+from . import _engines, _events, _guard, _ledger, _ops, _slots, _validate
 from ._base import log
 from ._errors import LockBackendError, LockExistsError
 from ._records import JobLock
@@ -150,10 +150,23 @@ def take(
     times are read only when the lease needs them (keep-alive, ``on_lost``)."""
     holder = opts.holder
     attempt = 0
+    slot = None
+    if opts.schedule is not None:
+        _slots.last_skip.set(None)
     while True:
         sent = time.monotonic()
         try:
-            grant = yield from call(model, "acquire", _ops.acquire, key, holder, opts.ttl_ms)
+            if opts.schedule is None:
+                grant = yield from call(model, "acquire", _ops.acquire, key, holder, opts.ttl_ms)
+            else:
+                grant, slot, skip = yield from call(
+                    model, "acquire", _slots.acquire, key, holder, opts.ttl_ms, opts.schedule
+                )
+                if skip is not None:
+                    _slots.skipped(key, holder, skip)
+                    if (model.record if opts.record is None else opts.record) == "all":
+                        yield from _ledger.record_skip(model, key, opts, skip.slot)
+                    return None
         except LockBackendError as exc:
             _events.emit("error", key, holder, error=exc)
             raise
@@ -164,7 +177,7 @@ def take(
         if pause is None:
             _events.emit("conflict", key, holder)
             if (model.record if opts.record is None else opts.record) == "all":
-                yield from _ledger.record_skip(model, key, opts)
+                yield from _ledger.record_skip(model, key, opts, slot)
             return None
         yield Sleep(pause)
     mine = True
@@ -172,6 +185,8 @@ def take(
         # MySQL/MariaDB report only the token: read the row's times.
         grant, mine = fill_times(grant, (yield from call(model, "peek", _ops.peek, key)))
     lease = model._lease_type(model, **opts.lease_state(key, grant, sent, opts.ttl_ms))
+    if slot is not None:
+        _slots.started(lease, slot)
     waited = (sent - started) * 1000 if opts.wait_ms is not None else None
     _events.emit("acquired", key, holder, token=grant.fence, waited_ms=waited)
     if not mine:

@@ -8,6 +8,7 @@ import threading
 import time
 import weakref
 from collections.abc import Iterator
+from datetime import tzinfo
 from typing import Any, Callable, TypeVar
 
 from sqlalchemy import Connection, Engine
@@ -19,6 +20,7 @@ from ._errors import translate
 from ._lease import Lease, LeaseOptions
 from ._ledger import Run
 from ._records import JobLock
+from ._schedule import Schedule
 from ._steps import Attempt, FirstUse, Sleep, Steps, Work
 
 T = TypeVar("T")
@@ -205,6 +207,8 @@ class JobLockModel(ModelCore):
         wait: _validate.Duration | None = None,
         on_lost: Callable[[Lease], None] | None = None,
         max_hold: _validate.Duration | None = None,
+        schedule: str | Schedule | None = None,
+        timezone: str | tzinfo | None = None,
         record: bool | str | None = None,
     ) -> Lease | None:
         """Take ``lock_key`` and return the grant as a :class:`~joblocks.Lease`, or None.
@@ -218,6 +222,10 @@ class JobLockModel(ModelCore):
         Every duration (``ttl``, ``renew_every``, ``min_hold``, ``wait``, ``max_hold``) is
         milliseconds (int or float) or a ``datetime.timedelta``.
 
+        ``schedule`` (a cron expression, or a :class:`~joblocks.Schedule`): at most one
+        start per slot of the schedule across every worker, by the database's clock; a
+        start whose slot was already run is skipped (None); ``timezone``: the IANA zone
+        the expression is in (default UTC). See docs/howto/cron-once-per-tick.md.
         ``record`` (True, False or ``"all"``; None: the model's ``record=``) writes the
         run to the run ledger (``job_runs``, see docs/ledger.md); ``"all"`` records a
         start that found the key taken as ``skipped`` too.
@@ -233,6 +241,8 @@ class JobLockModel(ModelCore):
             wait=wait,
             on_lost=on_lost,
             max_hold=max_hold,
+            schedule=schedule,
+            timezone=timezone,
             record=record,
         )
         lease: Lease | None = self._drive(_lifecycle.take(self, key, opts, time.monotonic()))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+from datetime import tzinfo
 from typing import Any, Callable
 
 from . import _lifecycle, _validate
@@ -10,6 +11,7 @@ from ._config import get_model, resolve_model
 from ._errors import LockNotAcquired
 from ._lease import Lease, LeaseOptions
 from ._model import JobLockModel
+from ._schedule import Schedule
 
 
 def check_work(work: object, *, asynchronous: bool) -> None:
@@ -42,6 +44,8 @@ def run_with_lock(
     wait: _validate.Duration | None = None,
     on_lost: Callable[[Lease], None] | None = None,
     max_hold: _validate.Duration | None = None,
+    schedule: str | Schedule | None = None,
+    timezone: str | tzinfo | None = None,
     record: bool | str | None = None,
 ) -> bool:
     """Run ``work()`` only if ``lock_key`` can be taken for this worker; release after.
@@ -61,6 +65,8 @@ def run_with_lock(
 
     Every duration (``ttl``, ``renew_every``, ``min_hold``, ``wait``, ``max_hold``)
     is milliseconds (int or float) or a ``datetime.timedelta``.
+    ``schedule``/``timezone``: at most one start per cron slot across every worker
+    (False when the slot was already run); see :meth:`JobLockModel.try_lease`.
     """
     key = _validate.lock_key(lock_key)
     ttl_ms = _validate.duration_ms(ttl, "ttl")
@@ -74,6 +80,8 @@ def run_with_lock(
         wait=wait,
         on_lost=on_lost,
         max_hold=max_hold,
+        schedule=schedule,
+        timezone=timezone,
         record=record,
     )
     return run_request(model, key, opts, work)
@@ -104,6 +112,8 @@ def lease(
     wait: _validate.Duration | None = None,
     on_lost: Callable[[Lease], None] | None = None,
     max_hold: _validate.Duration | None = None,
+    schedule: str | Schedule | None = None,
+    timezone: str | tzinfo | None = None,
     record: bool | str | None = None,
 ) -> Lease:
     """Take ``lock_key`` as a context manager; raise :class:`~joblocks.LockNotAcquired`
@@ -117,6 +127,9 @@ def lease(
     The lease is released when the block exits. Options as for
     :meth:`JobLockModel.try_lease`; ``model=None`` means :func:`joblocks.get_model`.
     Every duration (``ttl``, ``renew_every``, ``min_hold``, ``wait``, ``max_hold``)
+    is milliseconds (int or float) or a ``datetime.timedelta``.
+    ``schedule``/``timezone``: at most one start per cron slot (a skipped start raises
+    :class:`~joblocks.LockNotAcquired`).
     is milliseconds (int or float) or a ``datetime.timedelta``. ``record``: the run
     ledger (an exception out of the block is an ``error`` run).
     """
@@ -131,6 +144,8 @@ def lease(
         wait=wait,
         on_lost=on_lost,
         max_hold=max_hold,
+        schedule=schedule,
+        timezone=timezone,
         record=record,
     )
     if held is None:

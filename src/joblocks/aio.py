@@ -13,6 +13,7 @@ import builtins
 import contextlib
 import time
 from collections.abc import AsyncIterator, Awaitable, Mapping
+from datetime import tzinfo
 from typing import Any, Callable, TypeVar
 
 from . import _config, _engines, _ledger, _lifecycle, _ops, _steps, _validate
@@ -39,6 +40,7 @@ from ._lease import LeaseBase, LeaseOptions, check_cancel_on_loss
 from ._ledger import Run
 from ._records import JobLock
 from ._run import check_work
+from ._schedule import Schedule
 from ._sqla import greenlet_spawn
 from ._steps import Attempt, FirstUse, Sleep, Steps, Work
 
@@ -199,6 +201,8 @@ class JobLockModel(ModelCore):
         wait: _validate.Duration | None = None,
         on_lost: Callable[[Lease], None] | None = None,
         max_hold: _validate.Duration | None = None,
+        schedule: str | Schedule | None = None,
+        timezone: str | tzinfo | None = None,
         record: bool | str | None = None,
     ) -> Lease | None:
         """Take ``lock_key`` and return the grant as a :class:`Lease`, or None.
@@ -206,6 +210,7 @@ class JobLockModel(ModelCore):
         See :meth:`joblocks.JobLockModel.try_lease`; keep-alive runs as one task per
         event loop. Every duration (``ttl``, ``renew_every``, ``min_hold``, ``wait``,
         ``max_hold``) is milliseconds (int or float) or a ``datetime.timedelta``.
+        ``schedule``/``timezone``: at most one start per cron slot, as there.
         ``record``: the run ledger (see :meth:`joblocks.JobLockModel.try_lease`).
         """
         key = _validate.lock_key(lock_key)
@@ -219,6 +224,8 @@ class JobLockModel(ModelCore):
             wait=wait,
             on_lost=on_lost,
             max_hold=max_hold,
+            schedule=schedule,
+            timezone=timezone,
             record=record,
         )
         held: Lease | None = await self._drive(_lifecycle.take(self, key, opts, time.monotonic()))
@@ -329,6 +336,8 @@ async def run_with_lock(
     on_lost: Callable[[Lease], None] | None = None,
     max_hold: _validate.Duration | None = None,
     cancel_on_loss: bool = False,
+    schedule: str | Schedule | None = None,
+    timezone: str | tzinfo | None = None,
     record: bool | str | None = None,
 ) -> bool:
     """Await ``work()`` only if ``lock_key`` can be taken for this worker; release after.
@@ -336,6 +345,7 @@ async def run_with_lock(
     See :func:`joblocks.run_with_lock`. Cancellation inside ``work`` still releases,
     then propagates. With ``keepalive=True`` and ``cancel_on_loss=True``, ``work`` is
     cancelled when the lease is found lost, and :class:`LeaseLost` is raised.
+    ``schedule``/``timezone``: at most one start per cron slot (False when skipped).
     ``record`` (True, False or ``"all"``; None: the model's) writes the run to the run
     ledger, as for :func:`joblocks.run_with_lock`.
 
@@ -355,6 +365,8 @@ async def run_with_lock(
         wait=wait,
         on_lost=on_lost,
         max_hold=max_hold,
+        schedule=schedule,
+        timezone=timezone,
         record=record,
     )
     return await _run_request(model, key, opts, work, cancel_on_loss)
@@ -472,6 +484,8 @@ async def lease(
     on_lost: Callable[[Lease], None] | None = None,
     max_hold: _validate.Duration | None = None,
     cancel_on_loss: bool = False,
+    schedule: str | Schedule | None = None,
+    timezone: str | tzinfo | None = None,
     record: bool | str | None = None,
 ) -> AsyncIterator[Lease]:
     """``async with joblocks.aio.lease(key, ttl) as held:`` — raises
@@ -479,6 +493,8 @@ async def lease(
 
     With ``keepalive=True`` and ``cancel_on_loss=True``, the task running the block is
     cancelled when the lease is found lost; :class:`LeaseLost` is raised from it.
+    ``schedule``/``timezone``: at most one start per cron slot (a skipped start raises
+    :class:`LockNotAcquired`).
     ``record``: the run ledger (an exception out of the block is an ``error`` run).
 
     Every duration (``ttl``, ``renew_every``, ``min_hold``, ``wait``, ``max_hold``)
@@ -496,6 +512,8 @@ async def lease(
         wait=wait,
         on_lost=on_lost,
         max_hold=max_hold,
+        schedule=schedule,
+        timezone=timezone,
         record=record,
     )
     if held is None:

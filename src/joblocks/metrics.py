@@ -3,7 +3,7 @@
 Both are fed by :func:`joblocks.add_listener` and record, for this process:
 
 - a counter of events by ``kind``: ``acquired``, ``conflict``, ``renewed``, ``lost``,
-  ``overrun``, ``released``, ``error``;
+  ``overrun``, ``released``, ``error``, ``skipped``;
 - a histogram of the time spent waiting for a lock (acquires made with ``wait=``);
 - a histogram of how long leases were held (observed at release);
 - for cron monitoring, per key: the time of the last successful run (a gauge, Unix
@@ -61,6 +61,7 @@ EVENT_KINDS: tuple[EventKind, ...] = (
     "overrun",
     "released",
     "error",
+    "skipped",
     "record_failed",
 )
 
