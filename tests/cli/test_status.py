@@ -126,3 +126,27 @@ def test_overdue_rule() -> None:
     assert not bad.overdue
     assert bad.note is not None
     assert "schedule" in bad.note
+
+
+def test_status_of_a_scheduled_run(db_url: str, table_name: str, tmp_path: Path) -> None:
+    """``run --schedule --record`` writes the schedule; a run in its slot is not overdue,
+    and the same row, moved back past a complete slot, is."""
+    run = ("run", "tick", "--ttl", "1m", "--record", "--schedule", "*/1 * * * *", "--", "true")
+    assert cli(db_url, table_name, tmp_path, *run).returncode == 0
+    shown = json.loads(cli(db_url, table_name, tmp_path, "status", "--json").stdout)
+    assert [(s["key"], s["schedule"], s["last_run"]["slot"] is not None) for s in shown] == [
+        ("tick", "*/1 * * * *", True)
+    ]
+    # Not overdue right after its run (unless the minute turned twice meanwhile).
+    assert shown[0]["overdue"] is False or shown[0]["ago_ms"] > 60_000
+    model = joblocks.JobLockModel(db_url, table_name=table_name)
+    try:
+        runs = ledger_of(model).table
+        start = model.now_ms() - 3 * 60_000
+        with model.engine.connect() as conn:
+            conn.execute(update(runs).values(slot=start - start % 60_000, started_at=start))
+    finally:
+        model.dispose()
+    late = cli(db_url, table_name, tmp_path, "status")
+    assert late.returncode == 1
+    assert "OVERDUE" in late.stdout

@@ -252,3 +252,21 @@ def test_decorator_records(make_model: Callable[..., Any], key: str, face: str) 
 
         assert run_on(model.loop, ajob()) == 7
     assert [run.outcome for run in model.runs(key)] == ["ok"]
+
+
+def test_scheduled_runs_carry_their_slot(make_model: Callable[..., Any], key: str) -> None:
+    from joblocks import Schedule
+
+    model = make_model(record="all")
+    # A yearly slot: both starts surely fall into the same one.
+    options = {"schedule": "0 0 1 1 *", "timezone": "Europe/Berlin"}
+    assert model.run_with_lock(key, 10_000, lambda: None, **options)
+    assert not model.run_with_lock(key, 10_000, lambda: None, **options)  # slot already run
+    start, _end = Schedule.parse("0 0 1 1 *", "Europe/Berlin").slot(model.now_ms())
+    runs = model.runs(key)
+    assert [run.outcome for run in runs] == ["skipped", "ok"]
+    for run in runs:
+        assert run.slot is not None
+        assert ms(run.slot) == start
+        assert run.schedule == "0 0 1 1 *"
+        assert run.timezone == "Europe/Berlin"
