@@ -270,3 +270,15 @@ def test_scheduled_runs_carry_their_slot(make_model: Callable[..., Any], key: st
         assert ms(run.slot) == start
         assert run.schedule == "0 0 1 1 *"
         assert run.timezone == "Europe/Berlin"
+
+
+@pytest.mark.parametrize("backend", ["sqlite"])
+def test_configure_record(db_url: str, key: str, table_name: str) -> None:
+    with pytest.raises(ValueError, match="record"):
+        joblocks.configure(db_url, record="maybe")
+    joblocks.configure(db_url, record=True, table_name=table_name)
+    try:
+        assert joblocks.run_with_lock(key, 10_000, lambda: None)
+        assert [run.outcome for run in joblocks.get_model().runs(key)] == ["ok"]
+    finally:
+        joblocks.configure()
