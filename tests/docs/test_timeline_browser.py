@@ -3,7 +3,8 @@
 Real runs are recorded in a SQLite ledger, the command writes the page, and Debian's
 ``chromium`` loads it from the file with the network off and dumps the DOM after the
 page's script ran. The test checks what is drawn: a section per key, a lane per host,
-a bar per run, each bar's colour by outcome. Skipped when chromium is missing, except
+a bar per run, each bar's colour by outcome; and a screenshot's pixels: long bars of
+the outcomes' colours, in one lane per host. Skipped when chromium is missing, except
 in CI (``.ci/run`` installs it).
 """
 
@@ -176,3 +177,122 @@ def test_empty_history_page(tmp_path: Path) -> None:
     drawn: Any = Drawn()
     drawn.feed(dom)
     assert drawn.bars == []
+
+
+def png_pixels(path: Path) -> tuple[int, int, list[list[tuple[int, int, int]]]]:
+    """Width, height and RGB rows of an 8-bit, non-interlaced PNG (what Chromium writes)."""
+    import struct
+    import zlib
+
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    pos, idat, header = 8, b"", b""
+    while pos < len(data):
+        (length,) = struct.unpack(">I", data[pos : pos + 4])
+        kind, body = data[pos + 4 : pos + 8], data[pos + 8 : pos + 8 + length]
+        pos += 12 + length
+        if kind == b"IHDR":
+            header = body
+        elif kind == b"IDAT":
+            idat += body
+    width, height, depth, colour, _c, _f, interlace = struct.unpack(">IIBBBBB", header)
+    assert depth == 8
+    assert interlace == 0
+    channels = {2: 3, 6: 4}[colour]
+    raw = zlib.decompress(idat)
+    stride = width * channels
+    rows: list[list[tuple[int, int, int]]] = []
+    previous = bytearray(stride)
+    for y in range(height):
+        kind = raw[y * (stride + 1)]
+        line = bytearray(raw[y * (stride + 1) + 1 : (y + 1) * (stride + 1)])
+        for i in range(stride):
+            left = line[i - channels] if i >= channels else 0
+            up = previous[i]
+            corner = previous[i - channels] if i >= channels else 0
+            if kind == 1:
+                line[i] = (line[i] + left) & 0xFF
+            elif kind == 2:
+                line[i] = (line[i] + up) & 0xFF
+            elif kind == 3:
+                line[i] = (line[i] + (left + up) // 2) & 0xFF
+            elif kind == 4:
+                p = left + up - corner
+                pa, pb, pc = abs(p - left), abs(p - up), abs(p - corner)
+                pred = left if pa <= pb and pa <= pc else up if pb <= pc else corner
+                line[i] = (line[i] + pred) & 0xFF
+        rows.append([tuple(line[x : x + 3]) for x in range(0, stride, channels)])  # type: ignore[misc]
+        previous = line
+    return width, height, rows
+
+
+def test_timeline_screenshot_pixels(tmp_path: Path) -> None:
+    """The painted page: long green and red bars in two different lanes (hosts)."""
+    from datetime import datetime, timedelta, timezone
+
+    from joblocks._html import render
+    from joblocks._ledger import Run
+
+    browser = chromium()
+    t0 = datetime(2026, 12, 1, 3, 0, tzinfo=timezone.utc)
+
+    def run(start_s: int, end_s: int, host: str, outcome: str) -> Run:
+        return Run(
+            id=start_s,
+            key="report",
+            holder="h",
+            host=host,
+            pid=1,
+            token=start_s,
+            started_at=t0 + timedelta(seconds=start_s),
+            ended_at=t0 + timedelta(seconds=end_s),
+            duration=timedelta(seconds=end_s - start_s),
+            outcome=outcome,  # type: ignore[arg-type]
+            error=None,
+            slot=None,
+            schedule=None,
+            timezone=None,
+        )
+
+    runs = [run(0, 40, "vm-a", "ok"), run(60, 100, "vm-b", "error")]
+    page = tmp_path / "pixels.html"
+    page.write_text(render(runs, int((t0 + timedelta(seconds=100)).timestamp() * 1000)))
+    shot = tmp_path / "shot.png"
+    profile = tmp_path / "chromium"
+    done = subprocess.run(
+        [
+            browser,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--no-first-run",
+            "--hide-scrollbars",
+            "--force-device-scale-factor=1",
+            f"--user-data-dir={profile}",
+            "--window-size=1000,400",
+            f"--screenshot={shot}",
+            page.as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "HOME": str(profile)},
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    _width, _height, rows = png_pixels(shot)
+
+    def colour(name: str) -> tuple[int, int, int]:
+        value = COLOURS[name]
+        return (int(value[1:3], 16), int(value[3:5], 16), int(value[5:7], 16))
+
+    def bar_rows(name: str) -> set[int]:
+        """Rows where the colour runs wider than a legend swatch: a bar."""
+        wanted = colour(name)
+        return {y for y, row in enumerate(rows) if sum(px == wanted for px in row) > 100}
+
+    ok, error, lost = bar_rows("ok"), bar_rows("error"), bar_rows("lost")
+    assert ok, "no green bar painted"
+    assert error, "no red bar painted"
+    assert not lost  # the orange is in the legend only
+    assert not ok & error  # two hosts: two lanes
+    assert min(error) > max(ok)  # vm-a's lane above vm-b's
