@@ -282,3 +282,26 @@ def test_configure_record(db_url: str, key: str, table_name: str) -> None:
         assert [run.outcome for run in joblocks.get_model().runs(key)] == ["ok"]
     finally:
         joblocks.configure()
+
+
+@pytest.mark.parametrize("face", ["aio"])
+def test_aio_lease_block_records(make_model: Callable[..., Any], key: str, face: str) -> None:
+    import joblocks.aio
+    from tests.support.faces import run_on
+
+    model = make_model()
+
+    async def body() -> list[Any]:
+        async with joblocks.aio.lease(key, 10_000, model=model.model, record=True):
+            pass
+        with pytest.raises(KeyError):
+            async with joblocks.aio.lease(key, 10_000, model=model.model, record=True):
+                raise KeyError("missing")
+        runs: list[Any] = await model.model.runs(key)
+        return runs
+
+    runs = run_on(model.loop, body())
+    assert [(run.outcome, run.error) for run in runs] == [
+        ("error", "KeyError: 'missing'"),
+        ("ok", None),
+    ]
