@@ -29,7 +29,7 @@ from . import _schedule_workers as workers
 from . import _workers
 from ._support import Reporter
 
-pytestmark = pytest.mark.reliability
+pytestmark = [pytest.mark.reliability, pytest.mark.timeout(900)]  # --long: 5 minutes
 
 REPLICAS = 6
 SLOTS = 4
