@@ -25,12 +25,12 @@ from contextvars import ContextVar
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, NamedTuple
 
-from sqlalchemy import Connection
-
 from . import _events, _ops
 from ._records import JobLock
 
 if TYPE_CHECKING:
+    from sqlalchemy import Connection
+
     from ._lease import LeaseBase, LeaseOptions
     from ._schedule import Schedule
     from ._statements import Statements
