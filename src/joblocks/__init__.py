@@ -34,6 +34,7 @@ from ._events import Event, EventKind, add_listener, remove_listener
 from ._identity import worker_id
 from ._lease import Lease
 from ._model import JobLockModel
+from ._options import LeaseKwargs, RunOptions
 from ._records import JobLock
 from ._run import lease, run_with_lock
 from ._schedule import Schedule
@@ -55,6 +56,7 @@ __all__ = [
     "JobLock",
     "JobLockModel",
     "Lease",
+    "LeaseKwargs",
     "LeaseLost",
     "LockBackendError",
     "LockConnectionError",
@@ -68,6 +70,7 @@ __all__ = [
     "LockTableMismatch",
     "LockTableMissing",
     "LockTimeoutError",
+    "RunOptions",
     "Schedule",
     "__version__",
     "add_listener",
