@@ -35,6 +35,7 @@ from ._identity import worker_id
 from ._lease import Lease
 from ._ledger import Run
 from ._model import JobLockModel
+from ._options import LeaseKwargs, RunOptions
 from ._records import JobLock
 from ._run import lease, run_with_lock
 from ._schedule import Schedule
@@ -66,6 +67,7 @@ __all__ = [
     "JobLock",
     "JobLockModel",
     "Lease",
+    "LeaseKwargs",
     "LeaseLost",
     "LockBackendError",
     "LockConnectionError",
@@ -80,6 +82,7 @@ __all__ = [
     "LockTableMissing",
     "LockTimeoutError",
     "Run",
+    "RunOptions",
     "Schedule",
     "__version__",
     "add_listener",

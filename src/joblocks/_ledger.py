@@ -36,7 +36,8 @@ from ._steps import Sleep, Steps, call
 
 if TYPE_CHECKING:
     from ._base import ModelCore
-    from ._lease import LeaseBase, LeaseOptions
+    from ._lease import LeaseBase
+    from ._options import LeaseOptions
     from ._statements import Statements
 
 Outcome = Literal["ok", "error", "lost", "skipped"]

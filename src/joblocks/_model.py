@@ -8,19 +8,19 @@ import threading
 import time
 import weakref
 from collections.abc import Iterator
-from datetime import tzinfo
 from typing import Any, Callable, TypeVar
 
 from sqlalchemy import Connection, Engine
+from typing_extensions import Unpack
 
 from . import _ledger, _lifecycle, _ops, _steps, _validate
 from ._base import ModelCore
 from ._connections import ConnectionCache
 from ._errors import translate
-from ._lease import Lease, LeaseOptions
+from ._lease import Lease
 from ._ledger import Run
+from ._options import LEASE_OPTIONS, LeaseKwargs, LeaseOptions
 from ._records import JobLock
-from ._schedule import Schedule
 from ._steps import Attempt, FirstUse, Sleep, Steps, Work
 
 T = TypeVar("T")
@@ -199,17 +199,7 @@ class JobLockModel(ModelCore):
         self,
         lock_key: str,
         ttl: _validate.Duration,
-        *,
-        holder: str | None = None,
-        keepalive: bool = False,
-        renew_every: _validate.Duration | None = None,
-        min_hold: _validate.Duration | None = None,
-        wait: _validate.Duration | None = None,
-        on_lost: Callable[[Lease], None] | None = None,
-        max_hold: _validate.Duration | None = None,
-        schedule: str | Schedule | None = None,
-        timezone: str | tzinfo | None = None,
-        record: bool | str | None = None,
+        **options: Unpack[LeaseKwargs[Lease]],
     ) -> Lease | None:
         """Take ``lock_key`` and return the grant as a :class:`~joblocks.Lease`, or None.
 
@@ -231,20 +221,10 @@ class JobLockModel(ModelCore):
         start that found the key taken as ``skipped`` too.
         """
         key = _validate.lock_key(lock_key)
-        ttl_ms = _validate.duration_ms(ttl, "ttl")
-        opts = LeaseOptions(
-            ttl_ms=ttl_ms,
-            holder=holder,
-            keepalive=keepalive,
-            renew_every=renew_every,
-            min_hold=min_hold,
-            wait=wait,
-            on_lost=on_lost,
-            max_hold=max_hold,
-            schedule=schedule,
-            timezone=timezone,
-            record=record,
-        )
+        return self._take(key, LeaseOptions.of(ttl, options, "try_lease", LEASE_OPTIONS))
+
+    def _take(self, key: str, opts: LeaseOptions) -> Lease | None:
+        """:meth:`try_lease` of a request already validated."""
         lease: Lease | None = self._drive(_lifecycle.take(self, key, opts, time.monotonic()))
         return lease
 

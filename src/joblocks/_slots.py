@@ -31,7 +31,8 @@ from ._records import JobLock
 if TYPE_CHECKING:
     from sqlalchemy import Connection
 
-    from ._lease import LeaseBase, LeaseOptions
+    from ._lease import LeaseBase
+    from ._options import LeaseOptions
     from ._schedule import Schedule
     from ._statements import Statements
 

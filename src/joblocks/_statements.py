@@ -261,8 +261,8 @@ def build(dialect: Dialect, table: Table, path: AcquirePath | None = None) -> St
             f"WHERE id = :key AND {ours_or_expired}{{in_slot}} "
             "RETURNING fence, acquired_at, expires_at"
         )
-        update = AcquireStep(p(update_sql.format(in_slot="")), "returning")
-        slot_update = AcquireStep(p(update_sql.format(in_slot=IN_SLOT)), "returning")
+        update = AcquireStep(p(update_sql.replace("{in_slot}", "")), "returning")
+        slot_update = AcquireStep(p(update_sql.replace("{in_slot}", IN_SLOT)), "returning")
         insert_ignore = AcquireStep(
             p(
                 f"INSERT INTO {t} ({cols}) "

@@ -13,8 +13,9 @@ import builtins
 import contextlib
 import time
 from collections.abc import AsyncIterator, Awaitable, Mapping
-from datetime import tzinfo
 from typing import Any, Callable, TypeVar
+
+from typing_extensions import Unpack
 
 from . import _config, _engines, _ledger, _lifecycle, _ops, _steps, _validate
 from ._base import Database, ModelCore
@@ -36,11 +37,17 @@ from ._errors import (
     translate,
 )
 from ._keepalive import task_renewer
-from ._lease import LeaseBase, LeaseOptions, check_cancel_on_loss
+from ._lease import LeaseBase
 from ._ledger import Run
+from ._options import (
+    LEASE_OPTIONS,
+    LeaseKwargs,
+    LeaseOptions,
+    RunOptions,
+    check_cancel_on_loss,
+)
 from ._records import JobLock
 from ._run import check_work
-from ._schedule import Schedule
 from ._sqla import greenlet_spawn
 from ._steps import Attempt, FirstUse, Sleep, Steps, Work
 
@@ -193,17 +200,7 @@ class JobLockModel(ModelCore):
         self,
         lock_key: str,
         ttl: _validate.Duration,
-        *,
-        holder: str | None = None,
-        keepalive: bool = False,
-        renew_every: _validate.Duration | None = None,
-        min_hold: _validate.Duration | None = None,
-        wait: _validate.Duration | None = None,
-        on_lost: Callable[[Lease], None] | None = None,
-        max_hold: _validate.Duration | None = None,
-        schedule: str | Schedule | None = None,
-        timezone: str | tzinfo | None = None,
-        record: bool | str | None = None,
+        **options: Unpack[LeaseKwargs[Lease]],
     ) -> Lease | None:
         """Take ``lock_key`` and return the grant as a :class:`Lease`, or None.
 
@@ -214,20 +211,10 @@ class JobLockModel(ModelCore):
         ``record``: the run ledger (see :meth:`joblocks.JobLockModel.try_lease`).
         """
         key = _validate.lock_key(lock_key)
-        ttl_ms = _validate.duration_ms(ttl, "ttl")
-        opts = LeaseOptions(
-            ttl_ms=ttl_ms,
-            holder=holder,
-            keepalive=keepalive,
-            renew_every=renew_every,
-            min_hold=min_hold,
-            wait=wait,
-            on_lost=on_lost,
-            max_hold=max_hold,
-            schedule=schedule,
-            timezone=timezone,
-            record=record,
-        )
+        return await self._take(key, LeaseOptions.of(ttl, options, "try_lease", LEASE_OPTIONS))
+
+    async def _take(self, key: str, opts: LeaseOptions) -> Lease | None:
+        """:meth:`try_lease` of a request already validated."""
         held: Lease | None = await self._drive(_lifecycle.take(self, key, opts, time.monotonic()))
         return held
 
@@ -329,16 +316,8 @@ async def run_with_lock(
     work: Callable[[], Awaitable[Any]],
     *,
     model: JobLockModel | None = None,
-    keepalive: bool = False,
-    renew_every: _validate.Duration | None = None,
-    min_hold: _validate.Duration | None = None,
-    wait: _validate.Duration | None = None,
-    on_lost: Callable[[Lease], None] | None = None,
-    max_hold: _validate.Duration | None = None,
     cancel_on_loss: bool = False,
-    schedule: str | Schedule | None = None,
-    timezone: str | tzinfo | None = None,
-    record: bool | str | None = None,
+    **options: Unpack[RunOptions[Lease]],
 ) -> bool:
     """Await ``work()`` only if ``lock_key`` can be taken for this worker; release after.
 
@@ -353,22 +332,9 @@ async def run_with_lock(
     is milliseconds (int or float) or a ``datetime.timedelta``.
     """
     key = _validate.lock_key(lock_key)
-    ttl_ms = _validate.duration_ms(ttl, "ttl")
+    opts = LeaseOptions.of(ttl, options, "run_with_lock")
     check_work(work, asynchronous=True)
-    check_cancel_on_loss(cancel_on_loss, keepalive)
-    opts = LeaseOptions(
-        ttl_ms=ttl_ms,
-        holder=None,
-        keepalive=keepalive,
-        renew_every=renew_every,
-        min_hold=min_hold,
-        wait=wait,
-        on_lost=on_lost,
-        max_hold=max_hold,
-        schedule=schedule,
-        timezone=timezone,
-        record=record,
-    )
+    check_cancel_on_loss(cancel_on_loss, opts.keepalive)
     return await _run_request(model, key, opts, work, cancel_on_loss)
 
 
@@ -476,17 +442,8 @@ async def lease(
     ttl: _validate.Duration,
     *,
     model: JobLockModel | None = None,
-    holder: str | None = None,
-    keepalive: bool = False,
-    renew_every: _validate.Duration | None = None,
-    min_hold: _validate.Duration | None = None,
-    wait: _validate.Duration | None = None,
-    on_lost: Callable[[Lease], None] | None = None,
-    max_hold: _validate.Duration | None = None,
     cancel_on_loss: bool = False,
-    schedule: str | Schedule | None = None,
-    timezone: str | tzinfo | None = None,
-    record: bool | str | None = None,
+    **options: Unpack[LeaseKwargs[Lease]],
 ) -> AsyncIterator[Lease]:
     """``async with joblocks.aio.lease(key, ttl) as held:`` — raises
     :class:`LockNotAcquired` when held elsewhere; released when the block exits.
@@ -501,21 +458,10 @@ async def lease(
     is milliseconds (int or float) or a ``datetime.timedelta``.
     """
     model = resolve_model(model, JobLockModel, get_model, "joblocks.aio.JobLockModel")
-    check_cancel_on_loss(cancel_on_loss, keepalive)
-    held = await model.try_lease(
-        lock_key,
-        ttl,
-        holder=holder,
-        keepalive=keepalive,
-        renew_every=renew_every,
-        min_hold=min_hold,
-        wait=wait,
-        on_lost=on_lost,
-        max_hold=max_hold,
-        schedule=schedule,
-        timezone=timezone,
-        record=record,
-    )
+    key = _validate.lock_key(lock_key)
+    opts = LeaseOptions.of(ttl, options, "lease", LEASE_OPTIONS)
+    check_cancel_on_loss(cancel_on_loss, opts.keepalive)
+    held = await model._take(key, opts)
     if held is None:
         raise LockNotAcquired(lock_key)
     watcher: asyncio.Task[None] | None = None

@@ -18,6 +18,9 @@ import joblocks
 from joblocks import Schedule
 from joblocks._records import from_ms
 
+#: Also through PgBouncer (both modes) and on a serializable server.
+DEPLOYMENTS = True
+
 YEARLY = "0 0 1 1 *"
 TWO_SECONDS = "*/2 * * * * *"
 

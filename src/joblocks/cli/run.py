@@ -410,7 +410,7 @@ def split_command(parser: argparse.ArgumentParser, words: list[str]) -> argparse
     if not tail:
         _run_usage(parser, "the command to run is missing after --")
     if args.schedule is not None or args.timezone is not None:
-        from .._lease import schedule_option
+        from .._options import schedule_option
 
         try:
             args.schedule = schedule_option(args.schedule, args.timezone)

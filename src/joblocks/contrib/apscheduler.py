@@ -33,7 +33,6 @@ from apscheduler.executors.base import run_job  # type: ignore[import-untyped]
 from apscheduler.executors.pool import ThreadPoolExecutor  # type: ignore[import-untyped]
 
 from .. import JobLockModel, Schedule
-from .._slots import last_skip
 from . import _support
 from ._support import LeaseOptions, SingleInstance, get_model, log, run_leased, unique_holder
 
@@ -240,7 +239,8 @@ class LockedExecutor(ThreadPoolExecutor):  # type: ignore[misc]
             raise TypeError(f"schedule must be a bool, not {type(schedule).__name__}")
         self.by_schedule = schedule
         self._schedules: dict[int, tuple[Any, Schedule | None]] = {}
-        LeaseOptions(
+        # Checked once; each run takes it with a holder (and a hold) of its own.
+        self._options = LeaseOptions(
             ttl_ms=self.ttl_ms,
             holder=None,
             keepalive=keepalive,
@@ -250,23 +250,14 @@ class LockedExecutor(ThreadPoolExecutor):  # type: ignore[misc]
             on_lost=None,
             max_hold=max_hold,
         )
-        self.min_hold_ms = (
-            None
-            if min_hold is None
-            else _support.duration_ms(min_hold, "min_hold", allow_zero=True)
-        )
+        self.min_hold_ms = None if min_hold is None else self._options.min_hold_ms
         self.clock_skew_ms = _support.duration_ms(clock_skew, "clock_skew", allow_zero=True)
         if key is not None and not callable(key):
             raise TypeError(f"key must be callable (job -> str), not {type(key).__name__}")
         if model is not None and not isinstance(model, JobLockModel):
-            raise TypeError(f"model must be a joblocks.JobLockModel, not {type(model).__name__}")
+            raise _support.wrong_face(model, "joblocks.JobLockModel")
         self._key = key or job_lock_key
         self._model = model
-        self._lease_options: dict[str, Any] = {
-            "keepalive": keepalive,
-            "renew_every": renew_every,
-            "max_hold": max_hold,
-        }
         super().__init__(max_workers, pool_kwargs)
 
     def lock_key(self, job: Any) -> str:
@@ -319,12 +310,11 @@ class LockedExecutor(ThreadPoolExecutor):  # type: ignore[misc]
         ran, events = run_leased(
             model,
             key,
-            self.ttl_ms,
+            self._options,
             lambda: run_job(job, jobstore_alias, run_times, logger_name),
             holder=unique_holder(),
-            min_hold=min_hold,
+            min_hold_ms=min_hold,
             schedule=schedule,
-            **self._lease_options,
         )
         if not ran:
             log.info(
@@ -332,7 +322,7 @@ class LockedExecutor(ThreadPoolExecutor):  # type: ignore[misc]
                 job.id,
                 run_times[-1],
                 "its slot was already run"
-                if schedule is not None and last_skip.get() is not None
+                if schedule is not None and _support.last_skip.get() is not None
                 else "held elsewhere",
                 key,
             )

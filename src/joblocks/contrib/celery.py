@@ -31,8 +31,6 @@ from typing import Any, Callable, Union
 from celery import Task  # type: ignore[import-untyped]
 
 from .. import JobLockModel, Schedule
-from .._lease import schedule_option
-from .._slots import last_skip
 from . import _support
 from ._support import KeyTemplate, LeaseOptions, get_model, log, run_leased, unique_holder
 
@@ -178,31 +176,13 @@ class SingleInstanceTask(Task):  # type: ignore[misc]
     lock_timezone: str | None = None
 
     _joblocks_key: KeyTemplate | None = None
+    _joblocks_options: tuple[tuple[Any, ...], LeaseOptions]
     _joblocks_schedule: tuple[Schedule | None] | None = None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         # Checked when the task is defined (``@app.task`` makes the subclass).
-        ttl_ms = _support.duration_ms(cls.lock_ttl, "lock_ttl")
-        min_hold = cls.lock_min_hold
-        if isinstance(min_hold, str):
-            if min_hold != BEAT:
-                raise ValueError(
-                    f"lock_min_hold must be a duration, None or BEAT, not {min_hold!r}"
-                )
-            min_hold = None
-        LeaseOptions(
-            ttl_ms=ttl_ms,
-            holder=None,
-            keepalive=cls.lock_keepalive,
-            renew_every=cls.lock_renew_every,
-            min_hold=min_hold,
-            wait=cls.lock_wait,
-            on_lost=None,
-            max_hold=cls.lock_max_hold,
-            schedule=None if cls.lock_schedule == BEAT else cls.lock_schedule,
-            timezone=None if cls.lock_schedule == BEAT else cls.lock_timezone,
-        )
+        cls._joblocks_options = _options_of(_option_values(cls))
         model = cls.lock_model
         if model is not None and not isinstance(model, (str, JobLockModel)):
             raise TypeError(
@@ -230,41 +210,49 @@ class SingleInstanceTask(Task):  # type: ignore[misc]
             return model
         return get_model(model)  # type: ignore[no-any-return]
 
-    def _lock_schedule(self) -> Schedule | None:
+    def _lock_options(self) -> LeaseOptions:
+        """The lease options, checked once; again only if a ``lock_*`` attribute was
+        changed after the task was defined (e.g. by ``task_annotations``)."""
+        values = _option_values(self)
+        if self._joblocks_options[0] != values:
+            self._joblocks_options = _options_of(values)
+        return self._joblocks_options[1]
+
+    def _lock_schedule(self, options: LeaseOptions) -> Schedule | None:
+        """The schedule of this task's runs: ``lock_schedule``'s, or under ``BEAT`` the
+        task's crontab in ``beat_schedule`` (read once)."""
+        if self.lock_schedule != BEAT:
+            return options.schedule
         known = self._joblocks_schedule
         if known is None:
             found: Schedule | None = None
-            if self.lock_schedule == BEAT:
-                try:
-                    found = beat_crontab_schedule(self.app, self.name)
-                except ValueError as exc:
-                    log.warning("joblocks: task %s runs without a schedule: %s", self.name, exc)
-            elif self.lock_schedule is not None:
-                found = schedule_option(self.lock_schedule, self.lock_timezone)
+            try:
+                found = beat_crontab_schedule(self.app, self.name)
+            except ValueError as exc:
+                log.warning("joblocks: task %s runs without a schedule: %s", self.name, exc)
             known = self._joblocks_schedule = (found,)
         return known[0]
 
-    def _lock_min_hold(self, schedule: Schedule | None) -> _support.Duration | None:
-        if self.lock_min_hold == BEAT:
-            return None if schedule is not None else beat_min_hold(self.app, self.name)
-        return self.lock_min_hold  # type: ignore[return-value]
+    def _lock_min_hold_ms(self, schedule: Schedule | None) -> int | None:
+        """This run's hold (ms) under ``BEAT``; None: the one the options carry (none
+        with a schedule: the slot holds)."""
+        if self.lock_min_hold == BEAT and schedule is None:
+            return beat_min_hold(self.app, self.name)
+        return None
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """Run the task body under the task's lock; ``None`` when it is held elsewhere."""
         key = self._lock_template().render(args, kwargs)
         call = super().__call__
-        schedule = self._lock_schedule()
+        options = self._lock_options()
+        schedule = self._lock_schedule(options)
         ran, result = run_leased(
             self._lock_model(),
             key,
-            self.lock_ttl,
+            options,
             lambda: call(*args, **kwargs),
             holder=unique_holder(),
-            keepalive=self.lock_keepalive,
-            renew_every=self.lock_renew_every,
-            max_hold=self.lock_max_hold,
-            wait=self.lock_wait,
-            min_hold=self._lock_min_hold(schedule),
+            min_hold_ms=self._lock_min_hold_ms(schedule),
             schedule=schedule,
         )
         if not ran:
@@ -274,11 +262,49 @@ class SingleInstanceTask(Task):  # type: ignore[misc]
                 self.name,
                 request_id,
                 "its slot was already run"
-                if schedule is not None and last_skip.get() is not None
+                if schedule is not None and _support.last_skip.get() is not None
                 else "held elsewhere",
                 key,
             )
         return result
+
+
+def _option_values(task: Any) -> tuple[Any, ...]:
+    return (
+        task.lock_ttl,
+        task.lock_keepalive,
+        task.lock_renew_every,
+        task.lock_min_hold,
+        task.lock_wait,
+        task.lock_max_hold,
+        task.lock_schedule,
+        task.lock_timezone,
+    )
+
+
+def _options_of(values: tuple[Any, ...]) -> tuple[tuple[Any, ...], LeaseOptions]:
+    """The lease options of a task's ``lock_*`` values (see :func:`_option_values`);
+    under ``BEAT`` each run gives its own hold."""
+    ttl, keepalive, renew_every, min_hold, wait, max_hold, schedule, zone = values
+    ttl_ms = _support.duration_ms(ttl, "lock_ttl")
+    if isinstance(min_hold, str):
+        if min_hold != BEAT:
+            raise ValueError(f"lock_min_hold must be a duration, None or BEAT, not {min_hold!r}")
+        min_hold = None
+    options = LeaseOptions(
+        ttl_ms=ttl_ms,
+        holder=None,
+        keepalive=keepalive,
+        renew_every=renew_every,
+        min_hold=min_hold,
+        wait=wait,
+        on_lost=None,
+        max_hold=max_hold,
+        # under BEAT, the schedule is the task's crontab, read at its first run
+        schedule=None if schedule == BEAT else schedule,
+        timezone=None if schedule == BEAT else zone,
+    )
+    return values, options
 
 
 def _without_first(fn: Callable[..., Any], static: bool) -> Callable[..., Any]:
