@@ -56,6 +56,8 @@ class ModelCore:
     timeout_ms: int
     table_ready: bool
     _asynchronous: bool
+    #: ``record=``: the run ledger's default for this model's leases (``_ledger``).
+    record: bool | str
     #: The face's lease class (built by ``_lifecycle.take``).
     _lease_type: Any
 
@@ -69,8 +71,12 @@ class ModelCore:
         errors_as_taken: bool = False,
         acquire_path: AcquirePath | None = None,
         timeout: _validate.Duration | None = None,
+        record: bool | str = False,
     ) -> None:
         asynchronous = self._asynchronous
+        from ._ledger import check_record
+
+        self.record = check_record(record)
         timeout_ms = None if timeout is None else _validate.duration_ms(timeout, "timeout")
         _validate.identifier(table_name, "table_name", _validate.MAX_TABLE_NAME)
         if schema is not None:

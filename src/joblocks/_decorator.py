@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Callable, TypeVar, overload
 
 from typing_extensions import Unpack
 
-from . import _validate
+from . import _slots, _validate
 from ._base import log, wrong_face
 from ._identity import worker_id
 from ._model import JobLockModel
@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from typing import ParamSpec
 
     from . import aio
+    from ._schedule import Schedule
 
     P = ParamSpec("P")
 
@@ -236,7 +237,7 @@ class SingleInstance:
 
             if run_request(model, key, options, work):
                 return box[0]
-            log.info("joblocks: %s skipped: held elsewhere (lock %r)", name, key)
+            log.info("joblocks: %s skipped: %s (lock %r)", name, _slots.why_not(options), key)
             return None
 
         return wrapper
@@ -261,7 +262,7 @@ class SingleInstance:
 
             if await aio._run_request(model, key, options, work, cancel_on_loss):
                 return box[0]
-            log.info("joblocks: %s skipped: held elsewhere (lock %r)", name, key)
+            log.info("joblocks: %s skipped: %s (lock %r)", name, _slots.why_not(options), key)
             return None
 
         return wrapper
@@ -294,7 +295,8 @@ def single_instance(
     :func:`joblocks.run_with_lock` (``model`` a :class:`joblocks.JobLockModel`);
     ``model=None`` is the configured default, looked up at each call. The other
     options are those of ``run_with_lock``; ``cancel_on_loss`` is for async functions
-    only.
+    only. ``record`` (True, False or ``"all"``; None: the model's) writes each run to
+    the run ledger (docs/ledger.md).
 
     ``lock_key`` may be a ``str.format`` template filled by name from the call's
     arguments, defaults applied (``"{tenant}"``, ``"{user.id}"``, ``"{self.name}"``;
@@ -303,6 +305,10 @@ def single_instance(
 
     Every duration (``ttl``, ``renew_every``, ``min_hold``, ``wait``, ``max_hold``)
     is milliseconds (int or float) or a ``datetime.timedelta``.
+
+    ``schedule`` (a cron expression or :class:`~joblocks.Schedule`; ``timezone``: its
+    IANA zone, default UTC): at most one call runs per slot of the schedule across
+    every worker; a call whose slot was already run returns None.
     """
     if lock_key is None:
         raise TypeError("lock_key must be a str, not NoneType")
@@ -330,6 +336,7 @@ def run_leased(
     *,
     holder: str,
     min_hold_ms: int | None = None,
+    schedule: Schedule | None = None,
 ) -> tuple[bool, R | None]:
     """Run ``work()`` under a lease of ``key`` for ``holder``: ``(ran, result)``.
 
@@ -342,7 +349,7 @@ def run_leased(
 
     if not isinstance(model, JobLockModel):
         raise wrong_face(model, "joblocks.JobLockModel")
-    held = model._take(key, options.for_run(holder, min_hold_ms=min_hold_ms))
+    held = model._take(key, options.for_run(holder, min_hold_ms=min_hold_ms, schedule=schedule))
     if held is None:
         return False, None
     try:

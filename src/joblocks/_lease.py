@@ -56,6 +56,12 @@ class LeaseBase(abc.ABC):
     expires_at: datetime
     ttl_ms: int
     _model: Any  # the face's JobLockModel
+    #: ``schedule=``: the slot this run started in, ``(start_ms, end_ms)`` epoch ms UTC
+    #: by the database's clock (a release keeps the row until its end); else None.
+    slot: tuple[int, int] | None = None
+    #: The run ledger's row of this lease's run (``record=True``), and the work's error.
+    _run_id: int | None = None
+    _run_error: BaseException | None = None
 
     def __init__(
         self,
@@ -375,6 +381,8 @@ class Lease(LeaseBase):
         return self
 
     def __exit__(self, *exc_info: object) -> None:
+        if isinstance(exc_info[1], BaseException):
+            self._run_error = exc_info[1]
         if not self._released:
             self.release()
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any, Callable
 
-from . import _events, _guard, _ops, _tables, _validate
+from . import _events, _guard, _ledger, _ops, _slots, _tables, _validate
 from ._base import log
 from ._errors import LockBackendError, LockExistsError
 from ._records import JobLock
@@ -151,10 +151,23 @@ def take(
     times are read only when the lease needs them (keep-alive, ``on_lost``)."""
     holder = opts.holder
     attempt = 0
+    slot = None
+    if opts.schedule is not None:
+        _slots.last_skip.set(None)
     while True:
         sent = time.monotonic()
         try:
-            grant = yield from call(model, "acquire", _ops.acquire, key, holder, opts.ttl_ms)
+            if opts.schedule is None:
+                grant = yield from call(model, "acquire", _ops.acquire, key, holder, opts.ttl_ms)
+            else:
+                grant, slot, skip = yield from call(
+                    model, "acquire", _slots.acquire, key, holder, opts.ttl_ms, opts.schedule
+                )
+                if skip is not None:
+                    _slots.skipped(key, holder, skip)
+                    if (model.record if opts.record is None else opts.record) == "all":
+                        yield from _ledger.record_skip(model, key, opts, skip.slot)
+                    return None
         except LockBackendError as exc:
             _events.emit("error", key, holder, error=exc)
             raise
@@ -164,6 +177,8 @@ def take(
         pause = next_pause(attempt, started, opts.wait_ms)
         if pause is None:
             _events.emit("conflict", key, holder)
+            if (model.record if opts.record is None else opts.record) == "all":
+                yield from _ledger.record_skip(model, key, opts, slot)
             return None
         yield Sleep(pause)
     mine = True
@@ -171,12 +186,16 @@ def take(
         # MySQL/MariaDB report only the token: read the row's times.
         grant, mine = fill_times(grant, (yield from call(model, "peek", _ops.peek, key)))
     lease = model._lease_type(model, **opts.lease_state(key, grant, sent, opts.ttl_ms))
+    if slot is not None:
+        _slots.started(lease, slot)
     waited = (sent - started) * 1000 if opts.wait_ms is not None else None
     _events.emit("acquired", key, holder, token=grant.fence, waited_ms=waited)
     if not mine:
         lease._mark_lost("the row changed right after it was granted")
     elif opts.keepalive:
         lease._keep_alive()
+    if model.record if opts.record is None else opts.record:
+        yield from _ledger.record_start(model, lease, opts)
     return lease
 
 
@@ -212,9 +231,16 @@ def lease_release(lease: LeaseBase) -> Steps[bool]:
         )
     except LockBackendError as exc:
         _events.emit("error", lease.key, lease.holder, token=lease.token, error=exc)
+        if lease._run_id is not None:
+            yield from _ledger.record_end(lease)
         raise
     held_ms = (time.monotonic() - lease._started) * 1000
-    _events.emit("released", lease.key, lease.holder, token=lease.token, held_ms=held_ms)
+    outcome = _ledger.outcome_of(lease)
+    _events.emit(
+        "released", lease.key, lease.holder, token=lease.token, held_ms=held_ms, outcome=outcome
+    )
+    if lease._run_id is not None:
+        yield from _ledger.record_end(lease)
     return bool(released)
 
 
@@ -285,6 +311,9 @@ def run_with_lock(
             return False
         try:
             yield Work(work, lease, cancel_on_loss)
+        except BaseException as exc:
+            lease._run_error = exc
+            raise
         finally:
             yield from release_quietly(lease)
         return True

@@ -13,11 +13,12 @@ from typing import Any, Callable, TypeVar
 from sqlalchemy import Connection, Engine
 from typing_extensions import Unpack
 
-from . import _lifecycle, _ops, _steps, _validate
+from . import _ledger, _lifecycle, _ops, _steps, _validate
 from ._base import ModelCore
 from ._connections import ConnectionCache
 from ._errors import translate
 from ._lease import Lease
+from ._ledger import Run
 from ._options import LEASE_OPTIONS, LeaseKwargs, LeaseOptions
 from ._records import JobLock
 from ._steps import Attempt, FirstUse, Sleep, Steps, Work
@@ -210,6 +211,14 @@ class JobLockModel(ModelCore):
 
         Every duration (``ttl``, ``renew_every``, ``min_hold``, ``wait``, ``max_hold``) is
         milliseconds (int or float) or a ``datetime.timedelta``.
+
+        ``schedule`` (a cron expression, or a :class:`~joblocks.Schedule`): at most one
+        start per slot of the schedule across every worker, by the database's clock; a
+        start whose slot was already run is skipped (None); ``timezone``: the IANA zone
+        the expression is in (default UTC). See docs/howto/cron-once-per-tick.md.
+        ``record`` (True, False or ``"all"``; None: the model's ``record=``) writes the
+        run to the run ledger (``job_runs``, see docs/ledger.md); ``"all"`` records a
+        start that found the key taken as ``skipped`` too.
         """
         key = _validate.lock_key(lock_key)
         return self._take(key, LeaseOptions.of(ttl, options, "try_lease", LEASE_OPTIONS))
@@ -303,6 +312,28 @@ class JobLockModel(ModelCore):
     def now_ms(self) -> int:
         """The database server's clock, in epoch milliseconds."""
         return self._drive(_lifecycle.now_ms(self))
+
+    # -- the run ledger (record=True) ------------------------------------------------
+
+    def runs(
+        self,
+        key: str | None = None,
+        *,
+        since: _validate.Duration | None = None,
+        limit: int = 1000,
+    ) -> builtins.list[Run]:
+        """The run ledger's rows, newest first: of ``key`` (None: every key), started
+        within ``since`` (ms or timedelta, by the database's clock), at most ``limit``.
+        Empty when the ledger table does not exist (nothing was recorded yet)."""
+        return self._drive(_ledger.runs(self, key, since, limit))
+
+    def prune_runs(
+        self, older_than: _validate.Duration, *, batch_size: int = _ledger.PRUNE_BATCH
+    ) -> int:
+        """Delete the ledger rows of runs started more than ``older_than`` (ms or
+        timedelta) ago by the database's clock, ``batch_size`` rows per statement (each
+        its own short transaction); the number deleted."""
+        return self._drive(_ledger.prune_runs(self, older_than, batch_size))
 
 
 def _close(cache: ConnectionCache | None, engine: Engine | None) -> None:

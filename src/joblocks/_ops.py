@@ -123,10 +123,15 @@ def _run_step(
     key: str,
     holder: str,
     ttl_ms: int,
+    extra: Mapping[str, Any] | None = None,
 ) -> tuple[int, ...] | None:
-    """Run one step; its returned row (``returning``) or ``(LAST_INSERT_ID,)``, or None."""
+    """Run one step; its returned row (``returning``) or ``(LAST_INSERT_ID,)``, or None.
+    ``extra``: more parameters (``schedule=``'s ``slot_start``)."""
+    values = {"key": key, "holder": holder, "ttl": ttl_ms}
+    if extra:
+        values.update(extra)
     try:
-        result = execute(conn, step.stmt, {"key": key, "holder": holder, "ttl": ttl_ms})
+        result = execute(conn, step.stmt, values)
     except sa_exc.IntegrityError:
         if step.duplicate_means_taken:
             return None

@@ -11,11 +11,13 @@ one place.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Callable, Generic, TypeVar
+from datetime import tzinfo
+from typing import TYPE_CHECKING, Any, Callable, Generic, Literal, TypeVar
 
 from typing_extensions import TypedDict
 
 from . import _validate
+from ._schedule import Schedule
 
 if TYPE_CHECKING:
     from . import _ops
@@ -36,7 +38,17 @@ class RunOptions(TypedDict, Generic[L], total=False):
       (milliseconds or a ``timedelta``; 0 or None: no hold);
     - ``wait``: retry a refused acquire with capped exponential backoff and jitter for
       that long (milliseconds or a ``timedelta``; None: try once);
-    - ``on_lost(lease)``: called when keep-alive finds the lease lost.
+    - ``on_lost(lease)``: called when keep-alive finds the lease lost;
+    - ``schedule`` (a cron expression such as ``"*/5 * * * *"``, or a
+      :class:`~joblocks.Schedule`): at most one start per slot of the schedule (the
+      period between two fire times, by the database's clock) across every worker; a
+      start whose slot was already run is skipped. ``timezone``: the IANA zone the
+      expression is in (a str or tzinfo; default UTC). See
+      docs/howto/cron-once-per-tick.md;
+    - ``record`` (True, False or ``"all"``; None, the default: the model's
+      ``record=``): write the run to the run ledger (``job_runs``: ``ok``, ``error`` or
+      ``lost``); ``"all"`` also records a start that found the key taken (or its slot
+      already run) as ``skipped``. See docs/ledger.md.
     """
 
     keepalive: bool
@@ -45,6 +57,9 @@ class RunOptions(TypedDict, Generic[L], total=False):
     wait: _validate.Duration | None
     on_lost: Callable[[L], None] | None
     max_hold: _validate.Duration | None
+    schedule: str | Schedule | None
+    timezone: str | tzinfo | None
+    record: bool | Literal["all"] | None
 
 
 class LeaseKwargs(RunOptions[L], total=False):
@@ -70,7 +85,9 @@ class LeaseOptions:
         "max_hold_ms",
         "min_hold_ms",
         "on_lost",
+        "record",
         "renew_every_ms",
+        "schedule",
         "ttl_ms",
         "wait_ms",
     )
@@ -86,6 +103,9 @@ class LeaseOptions:
         wait: _validate.Duration | None,
         on_lost: Callable[[Any], None] | None,
         max_hold: _validate.Duration | None,
+        schedule: str | Schedule | None = None,
+        timezone: str | tzinfo | None = None,
+        record: bool | str | None = None,
     ) -> None:
         self.ttl_ms = ttl_ms
         self._holder = None if holder is None else _validate.holder(holder)
@@ -111,6 +131,12 @@ class LeaseOptions:
         if on_lost is not None and not callable(on_lost):
             raise TypeError(f"on_lost must be callable, not {type(on_lost).__name__}")
         self.on_lost = on_lost
+        self.schedule = schedule_option(schedule, timezone)
+        if record is not None:
+            from ._ledger import check_record
+
+            record = check_record(record)
+        self.record = record
 
     @classmethod
     def of(
@@ -134,6 +160,9 @@ class LeaseOptions:
             wait=options.get("wait"),
             on_lost=options.get("on_lost"),
             max_hold=options.get("max_hold"),
+            schedule=options.get("schedule"),
+            timezone=options.get("timezone"),
+            record=options.get("record"),
         )
 
     def for_run(
@@ -142,6 +171,7 @@ class LeaseOptions:
         *,
         min_hold_ms: int | None = None,
         on_lost: Callable[[Any], None] | None = None,
+        schedule: Schedule | None = None,
     ) -> LeaseOptions:
         """These options for one run of an integration: its own ``holder`` (checked),
         and where given, this run's ``min_hold`` (ms, already checked) and
@@ -154,6 +184,8 @@ class LeaseOptions:
             run.min_hold_ms = min_hold_ms
         if on_lost is not None:
             run.on_lost = on_lost
+        if schedule is not None:  # the job's own (an integration reads it off the job)
+            run.schedule = schedule
         return run
 
     @property
@@ -180,6 +212,22 @@ class LeaseOptions:
             "renew_every_ms": self.renew_every_ms,
             "on_lost": self.on_lost,
         }
+
+
+def schedule_option(schedule: object, timezone: object) -> Schedule | None:
+    """Validate ``schedule=`` (a cron expression or a :class:`~joblocks.Schedule`) and
+    ``timezone=`` (an IANA name or tzinfo, for an expression given as a str)."""
+    if schedule is None:
+        if timezone is not None:
+            raise ValueError("timezone needs schedule= (the cron expression it is for)")
+        return None
+    if isinstance(schedule, Schedule):
+        if timezone is not None and Schedule.parse(schedule.expression, timezone) != schedule:  # type: ignore[arg-type]
+            raise ValueError(
+                f"timezone={timezone!r} differs from the timezone of {schedule!r}; give one of them"
+            )
+        return schedule
+    return Schedule.parse(schedule, timezone, name="schedule")  # type: ignore[arg-type]
 
 
 def check_cancel_on_loss(cancel_on_loss: object, keepalive: bool) -> bool:

@@ -53,9 +53,13 @@ def run_with_lock(
     ``keepalive=True`` renews it instead; ``min_hold``, ``wait``, ``on_lost``,
     ``renew_every`` and ``max_hold`` are as for :meth:`JobLockModel.try_lease` (``wait``
     also waits out an overlapping call in this process).
+    ``record`` (True, False or ``"all"``; None: the model's ``record=``) writes the run
+    to the run ledger: ``ok``, ``error`` (``work`` raised) or ``lost`` (docs/ledger.md).
 
     Every duration (``ttl``, ``renew_every``, ``min_hold``, ``wait``, ``max_hold``)
     is milliseconds (int or float) or a ``datetime.timedelta``.
+    ``schedule``/``timezone``: at most one start per cron slot across every worker
+    (False when the slot was already run); see :meth:`JobLockModel.try_lease`.
     """
     key = _validate.lock_key(lock_key)
     opts = LeaseOptions.of(ttl, options, "run_with_lock")
@@ -95,6 +99,9 @@ def lease(
     :meth:`JobLockModel.try_lease`; ``model=None`` means :func:`joblocks.get_model`.
     Every duration (``ttl``, ``renew_every``, ``min_hold``, ``wait``, ``max_hold``)
     is milliseconds (int or float) or a ``datetime.timedelta``.
+    ``schedule``/``timezone``: at most one start per cron slot (a skipped start raises
+    :class:`~joblocks.LockNotAcquired`). ``record``: the run ledger (an exception out
+    of the block is an ``error`` run).
     """
     model = resolve_model(model, JobLockModel, get_model, "joblocks.JobLockModel")
     key = _validate.lock_key(lock_key)

@@ -17,7 +17,7 @@ from typing import Any, Callable, TypeVar
 
 from typing_extensions import Unpack
 
-from . import _config, _engines, _lifecycle, _ops, _steps, _validate
+from . import _config, _engines, _ledger, _lifecycle, _ops, _steps, _validate
 from ._base import Database, ModelCore
 from ._config import resolve_model
 from ._errors import (
@@ -38,6 +38,7 @@ from ._errors import (
 )
 from ._keepalive import task_renewer
 from ._lease import LeaseBase
+from ._ledger import Run
 from ._options import (
     LEASE_OPTIONS,
     LeaseKwargs,
@@ -69,6 +70,7 @@ __all__ = [
     "LockTableMismatch",
     "LockTableMissing",
     "LockTimeoutError",
+    "Run",
     "configure",
     "get_model",
     "lease",
@@ -205,6 +207,8 @@ class JobLockModel(ModelCore):
         See :meth:`joblocks.JobLockModel.try_lease`; keep-alive runs as one task per
         event loop. Every duration (``ttl``, ``renew_every``, ``min_hold``, ``wait``,
         ``max_hold``) is milliseconds (int or float) or a ``datetime.timedelta``.
+        ``schedule``/``timezone``: at most one start per cron slot, as there.
+        ``record``: the run ledger (see :meth:`joblocks.JobLockModel.try_lease`).
         """
         key = _validate.lock_key(lock_key)
         return await self._take(key, LeaseOptions.of(ttl, options, "try_lease", LEASE_OPTIONS))
@@ -287,6 +291,24 @@ class JobLockModel(ModelCore):
         """The database server's clock, in epoch milliseconds."""
         return await self._drive(_lifecycle.now_ms(self))
 
+    async def runs(
+        self,
+        key: str | None = None,
+        *,
+        since: _validate.Duration | None = None,
+        limit: int = 1000,
+    ) -> builtins.list[Run]:
+        """The run ledger's rows, newest first; see :meth:`joblocks.JobLockModel.runs`
+        (``since``: ms or timedelta)."""
+        return await self._drive(_ledger.runs(self, key, since, limit))
+
+    async def prune_runs(
+        self, older_than: _validate.Duration, *, batch_size: int = _ledger.PRUNE_BATCH
+    ) -> int:
+        """Delete ledger rows of runs started more than ``older_than`` (ms or timedelta)
+        ago, in batches; see :meth:`joblocks.JobLockModel.prune_runs`."""
+        return await self._drive(_ledger.prune_runs(self, older_than, batch_size))
+
 
 async def run_with_lock(
     lock_key: str,
@@ -302,6 +324,9 @@ async def run_with_lock(
     See :func:`joblocks.run_with_lock`. Cancellation inside ``work`` still releases,
     then propagates. With ``keepalive=True`` and ``cancel_on_loss=True``, ``work`` is
     cancelled when the lease is found lost, and :class:`LeaseLost` is raised.
+    ``schedule``/``timezone``: at most one start per cron slot (False when skipped).
+    ``record`` (True, False or ``"all"``; None: the model's) writes the run to the run
+    ledger, as for :func:`joblocks.run_with_lock`.
 
     Every duration (``ttl``, ``renew_every``, ``min_hold``, ``wait``, ``max_hold``)
     is milliseconds (int or float) or a ``datetime.timedelta``.
@@ -402,6 +427,8 @@ class Lease(LeaseBase):
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
+        if isinstance(exc_info[1], BaseException):
+            self._run_error = exc_info[1]
         if not self.released:
             await self.release()
 
@@ -423,6 +450,9 @@ async def lease(
 
     With ``keepalive=True`` and ``cancel_on_loss=True``, the task running the block is
     cancelled when the lease is found lost; :class:`LeaseLost` is raised from it.
+    ``schedule``/``timezone``: at most one start per cron slot (a skipped start raises
+    :class:`LockNotAcquired`).
+    ``record``: the run ledger (an exception out of the block is an ``error`` run).
 
     Every duration (``ttl``, ``renew_every``, ``min_hold``, ``wait``, ``max_hold``)
     is milliseconds (int or float) or a ``datetime.timedelta``.
@@ -448,9 +478,13 @@ async def lease(
         watcher = asyncio.ensure_future(cancel_body())
     try:
         yield held
-    except asyncio.CancelledError:
+    except asyncio.CancelledError as exc:
+        held._run_error = exc
         if held.lost and cancel_on_loss:
             raise held._lost_error() from None
+        raise
+    except BaseException as exc:
+        held._run_error = exc
         raise
     finally:
         if watcher is not None:

@@ -19,7 +19,9 @@ list (an integration needing more adds it here, not a private import of its own)
   and a random suffix), so that a lease kept by ``min_hold`` shuts out later runs;
 - the default model: :func:`get_model` (sync, as set by :func:`configure`);
   :func:`wrong_face`, the one error for a model of the other face;
-- :data:`log`: the library's logger (``"joblocks"``).
+- :data:`log`: the library's logger (``"joblocks"``);
+- ``schedule=``: :func:`schedule_option` (check a schedule and its time zone), and
+  :data:`last_skip` (the skip of this thread's last scheduled take, or None).
 """
 
 from __future__ import annotations
@@ -40,6 +42,8 @@ from .._decorator import run_leased as run_leased
 from .._decorator import unique_holder as unique_holder
 from .._options import LeaseOptions as LeaseOptions
 from .._options import check_cancel_on_loss as check_cancel_on_loss
+from .._options import schedule_option as schedule_option
+from .._slots import last_skip as last_skip
 from .._validate import Duration as Duration
 from .._validate import duration_ms as duration_ms
 from .._validate import lock_key as lock_key
