@@ -21,7 +21,7 @@ WAIT_S = 20.0
 
 
 @pytest.fixture
-def built(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
+def built(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """How many ``LeaseOptions`` were built (and so checked) since the fixture began."""
     count = [0]
     original = LeaseOptions.__init__
@@ -31,7 +31,7 @@ def built(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
         original(self, **kwargs)
 
     monkeypatch.setattr(LeaseOptions, "__init__", counting)
-    yield count
+    return count
 
 
 @pytest.fixture
