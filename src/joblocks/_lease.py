@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from sqlalchemy import Table, exists
 from sqlalchemy.sql.elements import ColumnElement
 
-from . import _events, _lifecycle, _ops, _validate
+from . import _events, _lifecycle, _liveness, _ops, _validate
 from ._clock import db_now_ms
 from ._errors import LeaseLost
 from ._records import from_ms
@@ -56,6 +56,8 @@ class LeaseBase(abc.ABC):
     expires_at: datetime
     ttl_ms: int
     _model: Any  # the face's JobLockModel
+    #: ``liveness="session"``: the lease's session lock (a ``_liveness.Live``).
+    _live: Any = None
 
     def __init__(
         self,
@@ -388,6 +390,7 @@ class LeaseOptions:
     __slots__ = (
         "_holder",
         "keepalive",
+        "liveness",
         "max_hold_ms",
         "min_hold_ms",
         "on_lost",
@@ -407,6 +410,7 @@ class LeaseOptions:
         wait: _validate.Duration | None,
         on_lost: Callable[[Any], None] | None,
         max_hold: _validate.Duration | None,
+        liveness: str = "ttl",
     ) -> None:
         self.ttl_ms = ttl_ms
         self._holder = None if holder is None else _validate.holder(holder)
@@ -432,6 +436,7 @@ class LeaseOptions:
         if on_lost is not None and not callable(on_lost):
             raise TypeError(f"on_lost must be callable, not {type(on_lost).__name__}")
         self.on_lost = on_lost
+        self.liveness = _liveness.check(liveness)
 
     @property
     def holder(self) -> str:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any, Callable
 
-from . import _engines, _events, _guard, _ops, _validate
+from . import _engines, _events, _guard, _liveness, _ops, _validate
 from ._base import log
 from ._errors import LockBackendError, LockExistsError
 from ._records import JobLock
@@ -150,26 +150,38 @@ def take(
     times are read only when the lease needs them (keep-alive, ``on_lost``)."""
     holder = opts.holder
     attempt = 0
+    live = None if opts.liveness == "ttl" else _liveness.Live(model, key)
     while True:
         sent = time.monotonic()
         try:
+            if live is not None:
+                yield from live.hold()
             grant = yield from call(model, "acquire", _ops.acquire, key, holder, opts.ttl_ms)
-        except LockBackendError as exc:
-            _events.emit("error", key, holder, error=exc)
+            if live is not None:
+                grant = yield from _liveness.granted(live, grant, holder, opts.ttl_ms)
+        except BaseException as exc:
+            if live is not None and not isinstance(exc, GeneratorExit):
+                yield from _liveness.abandon(live)
+            if isinstance(exc, LockBackendError):
+                _events.emit("error", key, holder, error=exc)
             raise
         if grant is not None:
             break
         attempt += 1
         pause = next_pause(attempt, started, opts.wait_ms)
         if pause is None:
+            if live is not None:
+                yield from _liveness.abandon(live)
             _events.emit("conflict", key, holder)
             return None
-        yield Sleep(pause)
+        yield Sleep(pause if live is None else _liveness.poll(pause))
     mine = True
     if grant.acquired_ms is None and (times or opts.keepalive or opts.on_lost):
         # MySQL/MariaDB report only the token: read the row's times.
         grant, mine = fill_times(grant, (yield from call(model, "peek", _ops.peek, key)))
     lease = model._lease_type(model, **opts.lease_state(key, grant, sent, opts.ttl_ms))
+    if live is not None:
+        lease._live = live
     waited = (sent - started) * 1000 if opts.wait_ms is not None else None
     _events.emit("acquired", key, holder, token=grant.fence, waited_ms=waited)
     if not mine:
@@ -212,6 +224,9 @@ def lease_release(lease: LeaseBase) -> Steps[bool]:
     except LockBackendError as exc:
         _events.emit("error", lease.key, lease.holder, token=lease.token, error=exc)
         raise
+    finally:
+        if lease._live is not None:
+            yield from _liveness.release(lease, bool(lease._min_hold_ms or lease._hold_until_ms))
     held_ms = (time.monotonic() - lease._started) * 1000
     _events.emit("released", lease.key, lease.holder, token=lease.token, held_ms=held_ms)
     return bool(released)

@@ -18,7 +18,7 @@ from ._connections import ConnectionCache
 from ._errors import translate
 from ._lease import Lease, LeaseOptions
 from ._records import JobLock
-from ._steps import Attempt, FirstUse, Sleep, Steps, Work
+from ._steps import Attempt, FirstUse, Session, Sleep, Steps, Work
 
 T = TypeVar("T")
 
@@ -94,6 +94,8 @@ class JobLockModel(ModelCore):
                     self._create_table()
                 elif isinstance(step, Work):
                     step.work()
+                elif isinstance(step, Session):
+                    result = self._session(step)
                 else:
                     result = self._drive(step.steps)
             except BaseException as exc:  # thrown back in at the yield
@@ -112,6 +114,21 @@ class JobLockModel(ModelCore):
             cache.put_after_error(conn)
             raise
         cache.put(conn)
+        return result
+
+    def _session(self, step: Session) -> Any:
+        """A connection kept for a lease's life (see ``_steps.Session``)."""
+        conn = self.engine.connect() if step.conn is None else step.conn
+        try:
+            result = None if step.fn is None else step.fn(conn, self.statements, *step.args)
+        except BaseException:
+            conn.invalidate()
+            conn.close()
+            raise
+        if step.conn is None:
+            return conn, result
+        if step.close:
+            conn.close()
         return result
 
     def _create_table(self) -> None:
@@ -204,6 +221,7 @@ class JobLockModel(ModelCore):
         wait: _validate.Duration | None = None,
         on_lost: Callable[[Lease], None] | None = None,
         max_hold: _validate.Duration | None = None,
+        liveness: str = "ttl",
     ) -> Lease | None:
         """Take ``lock_key`` and return the grant as a :class:`~joblocks.Lease`, or None.
 
@@ -212,6 +230,10 @@ class JobLockModel(ModelCore):
         ``max_hold`` has passed; ``on_lost(lease)`` is called when it is found lost.
         ``min_hold`` keeps a released lease's row until acquired_at + min_hold.
         ``wait`` retries with capped exponential backoff and jitter for that long.
+
+        ``liveness="session"`` (default ``"ttl"``): while this process lives the lease also
+        holds a session lock tied to the key, so a holder whose process died is taken over
+        at once instead of after its ttl (see docs/concepts.md, "Liveness").
 
         Every duration (``ttl``, ``renew_every``, ``min_hold``, ``wait``, ``max_hold``) is
         milliseconds (int or float) or a ``datetime.timedelta``.
@@ -227,6 +249,7 @@ class JobLockModel(ModelCore):
             wait=wait,
             on_lost=on_lost,
             max_hold=max_hold,
+            liveness=liveness,
         )
         lease: Lease | None = self._drive(_lifecycle.take(self, key, opts, time.monotonic()))
         return lease

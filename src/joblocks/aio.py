@@ -39,7 +39,7 @@ from ._lease import LeaseBase, LeaseOptions, check_cancel_on_loss
 from ._records import JobLock
 from ._run import check_work
 from ._sqla import greenlet_spawn
-from ._steps import Attempt, FirstUse, Sleep, Steps, Work
+from ._steps import Attempt, FirstUse, Session, Sleep, Steps, Work
 
 _engines.require_asyncio()  # an ImportError naming the extra to install, not a late failure
 
@@ -108,11 +108,36 @@ class JobLockModel(ModelCore):
                         await step.lease._run_cancellable(step.work)  # type: ignore[attr-defined]
                     else:
                         await step.work()
+                elif isinstance(step, Session):
+                    result = await self._session(step)
                 else:
                     # A cancelled caller still gets these steps done (e.g. a release).
                     result = await asyncio.shield(self._drive(step.steps))
             except BaseException as exc:  # thrown back in at the yield
                 error = exc
+
+    async def _session(self, step: Session) -> Any:
+        """A connection kept for a lease's life (see ``_steps.Session``)."""
+        timeout = self._io_timeout
+        conn = step.conn
+        if conn is None:
+            opening = self.engine.connect()
+            conn = await (asyncio.wait_for(opening, timeout) if timeout else opening)
+        try:
+            result = None
+            if step.fn is not None:
+                work = conn.run_sync(step.fn, self.statements, *step.args)
+                result = await (asyncio.wait_for(work, timeout) if timeout else work)
+        except BaseException:
+            with contextlib.suppress(Exception):
+                await conn.invalidate()
+            await asyncio.shield(conn.close())
+            raise
+        if step.conn is None:
+            return conn, result
+        if step.close:
+            await conn.close()
+        return result
 
     async def _open(self) -> None:
         with translate(self._first_use_name, self.database):
@@ -197,12 +222,14 @@ class JobLockModel(ModelCore):
         wait: _validate.Duration | None = None,
         on_lost: Callable[[Lease], None] | None = None,
         max_hold: _validate.Duration | None = None,
+        liveness: str = "ttl",
     ) -> Lease | None:
         """Take ``lock_key`` and return the grant as a :class:`Lease`, or None.
 
         See :meth:`joblocks.JobLockModel.try_lease`; keep-alive runs as one task per
         event loop. Every duration (``ttl``, ``renew_every``, ``min_hold``, ``wait``,
         ``max_hold``) is milliseconds (int or float) or a ``datetime.timedelta``.
+        ``liveness="session"``: a holder whose process died is taken over at once.
         """
         key = _validate.lock_key(lock_key)
         ttl_ms = _validate.duration_ms(ttl, "ttl")
@@ -215,6 +242,7 @@ class JobLockModel(ModelCore):
             wait=wait,
             on_lost=on_lost,
             max_hold=max_hold,
+            liveness=liveness,
         )
         held: Lease | None = await self._drive(_lifecycle.take(self, key, opts, time.monotonic()))
         return held
@@ -306,12 +334,14 @@ async def run_with_lock(
     on_lost: Callable[[Lease], None] | None = None,
     max_hold: _validate.Duration | None = None,
     cancel_on_loss: bool = False,
+    liveness: str = "ttl",
 ) -> bool:
     """Await ``work()`` only if ``lock_key`` can be taken for this worker; release after.
 
     See :func:`joblocks.run_with_lock`. Cancellation inside ``work`` still releases,
     then propagates. With ``keepalive=True`` and ``cancel_on_loss=True``, ``work`` is
     cancelled when the lease is found lost, and :class:`LeaseLost` is raised.
+    ``liveness="session"``: a holder whose process died is taken over at once.
 
     Every duration (``ttl``, ``renew_every``, ``min_hold``, ``wait``, ``max_hold``)
     is milliseconds (int or float) or a ``datetime.timedelta``.
@@ -329,6 +359,7 @@ async def run_with_lock(
         wait=wait,
         on_lost=on_lost,
         max_hold=max_hold,
+        liveness=liveness,
     )
     return await _run_request(model, key, opts, work, cancel_on_loss)
 
@@ -443,12 +474,14 @@ async def lease(
     on_lost: Callable[[Lease], None] | None = None,
     max_hold: _validate.Duration | None = None,
     cancel_on_loss: bool = False,
+    liveness: str = "ttl",
 ) -> AsyncIterator[Lease]:
     """``async with joblocks.aio.lease(key, ttl) as held:`` — raises
     :class:`LockNotAcquired` when held elsewhere; released when the block exits.
 
     With ``keepalive=True`` and ``cancel_on_loss=True``, the task running the block is
     cancelled when the lease is found lost; :class:`LeaseLost` is raised from it.
+    ``liveness="session"``: a holder whose process died is taken over at once.
 
     Every duration (``ttl``, ``renew_every``, ``min_hold``, ``wait``, ``max_hold``)
     is milliseconds (int or float) or a ``datetime.timedelta``.
@@ -465,6 +498,7 @@ async def lease(
         wait=wait,
         on_lost=on_lost,
         max_hold=max_hold,
+        liveness=liveness,
     )
     if held is None:
         raise LockNotAcquired(lock_key)

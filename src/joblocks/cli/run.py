@@ -155,6 +155,7 @@ class _Run:
                     wait=args.wait,
                     min_hold=args.min_hold,
                     on_lost=self._on_lost if args.keepalive else None,
+                    liveness=args.liveness,
                 )
             except _Interrupted as exc:
                 if lease is not None:  # the signal came right after the grant
@@ -335,6 +336,13 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
         choices=("terminate", "continue"),
         default="terminate",
         help="lock lost while the command runs: SIGTERM it and exit 75 (default), or only warn",
+    )
+    p.add_argument(
+        "--liveness",
+        choices=("ttl", "session"),
+        default="ttl",
+        help="session: a crashed holder (its process gone) is taken over at once, "
+        "not after its ttl (default: ttl)",
     )
     p.add_argument(
         "-q", "--quiet", action="store_true", help="no message when the lock is held elsewhere"
