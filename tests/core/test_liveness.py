@@ -8,11 +8,7 @@ SIGKILL or paused with SIGSTOP; the contender is the test's model of the same fa
 from __future__ import annotations
 
 import os
-import queue
 import signal
-import subprocess
-import sys
-import threading
 import time
 from collections.abc import Iterator
 from datetime import timedelta
@@ -24,57 +20,9 @@ import pytest
 import joblocks
 import joblocks.aio
 
-ROOT = Path(__file__).resolve().parents[2]
+from ..support.liveness_holder import HolderProcess as Holder
+
 LONG_TTL = 60_000
-
-
-class Holder:
-    """A holder process of ``face``; ``line()`` reads what it says (bounded wait)."""
-
-    def __init__(
-        self, face: str, url: str, table: str, key: str, ttl_ms: int, liveness: str
-    ) -> None:
-        args = [face, url, table, key, str(ttl_ms), liveness, "0"]
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "tests.support.liveness_holder", *args],
-            cwd=ROOT,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        self.lines: queue.Queue[str] = queue.Queue()
-        self.reader = threading.Thread(target=self._read, daemon=True)
-        self.reader.start()
-        assert self.line() == "ready"
-        said = self.line().split()
-        assert said[0] == "held", said
-        self.token = int(said[1])
-
-    def _read(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            self.lines.put(line.strip())
-
-    def line(self, timeout: float = 60.0) -> str:
-        try:
-            return self.lines.get(timeout=timeout)
-        except queue.Empty:
-            raise AssertionError("the holder process said nothing in time") from None
-
-    def kill(self) -> None:
-        os.kill(self.proc.pid, signal.SIGKILL)
-        self.proc.wait(timeout=30)
-
-    def close(self) -> None:
-        if self.proc.poll() is None:
-            os.kill(self.proc.pid, signal.SIGCONT)
-            self.proc.kill()
-            self.proc.wait(timeout=30)
-        if self.proc.stdin is not None:
-            self.proc.stdin.close()
-        self.reader.join(timeout=30)
-        if self.proc.stdout is not None:
-            self.proc.stdout.close()
 
 
 @pytest.fixture
@@ -84,7 +32,7 @@ def holders(face: str, db_url: str, table_name: str) -> Iterator[Callable[..., H
     def start(key: str, ttl_ms: int = LONG_TTL, liveness: str = "session") -> Holder:
         holder = Holder(face, db_url, table_name, key, ttl_ms, liveness)
         made.append(holder)
-        return holder
+        return holder.held()
 
     yield start
     for holder in made:
@@ -117,10 +65,12 @@ def test_a_paused_holder_is_not_taken_over_before_its_ttl(
             assert model.try_lease(key, LONG_TTL, liveness="session") is None
             time.sleep(0.1)
         row = model.peek(key)
-        assert row is not None and row.fence == paused.token
+        assert row is not None
+        assert row.fence == paused.token
         # Its ttl runs out: the key is taken by the usual rules, with a larger token.
         lease = model.try_lease(key, LONG_TTL, liveness="session", wait=15_000)
-        assert lease is not None and lease.token > paused.token
+        assert lease is not None
+        assert lease.token > paused.token
         assert lease.release()
     finally:
         os.kill(paused.proc.pid, signal.SIGCONT)
@@ -135,7 +85,8 @@ def test_a_killed_ttl_holder_is_not_taken_over(
     plain.kill()
     assert model.try_lease(key, LONG_TTL, liveness="session", wait=300) is None
     row = model.peek(key)
-    assert row is not None and row.fence == plain.token
+    assert row is not None
+    assert row.fence == plain.token
 
 
 def test_a_second_session_lease_in_the_same_process_is_refused(
@@ -149,7 +100,8 @@ def test_a_second_session_lease_in_the_same_process_is_refused(
     assert model.try_lease(key, LONG_TTL, liveness="session", holder="c") is None
     assert held.release()
     again = other.try_lease(key, LONG_TTL, liveness="session", holder="b")
-    assert again is not None and again.token > held.token
+    assert again is not None
+    assert again.token > held.token
     assert again.release()
 
 
@@ -189,9 +141,7 @@ def test_run_with_lock_and_single_instance_hold_the_session_lock(
 
         @joblocks.single_instance(key, LONG_TTL, model=model.model, liveness="session")
         async def ajob() -> int:
-            seen.append(
-                    await other.model.try_lease(key, LONG_TTL, liveness="session", holder="y")
-                )
+            seen.append(await other.model.try_lease(key, LONG_TTL, liveness="session", holder="y"))
             return 7
 
         from ..support.faces import run_on
@@ -217,8 +167,7 @@ def test_a_liveness_not_a_str_is_a_type_error(tmp_path: Path) -> None:
     with pytest.raises(TypeError, match="liveness must be a str, not bool"):
         model.try_lease("k", 1_000, liveness=True)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="liveness must be a str, not int"):
-        with joblocks.lease("k", 1_000, model=model, liveness=1):  # type: ignore[arg-type]
-            pass
+        joblocks.lease("k", 1_000, model=model, liveness=1)  # type: ignore[arg-type]
     assert not (tmp_path / "x.db").exists()  # refused before the database was touched
     model.dispose()
 
