@@ -34,6 +34,7 @@ from ._events import Event, EventKind, add_listener, remove_listener
 from ._identity import worker_id
 from ._lease import Lease
 from ._model import JobLockModel
+from ._options import LeaseKwargs, RunOptions
 from ._records import JobLock
 from ._run import lease, run_with_lock
 from ._schema import JOB_LOCKS_TABLE_NAME, build_table, job_locks, metadata
@@ -54,6 +55,7 @@ __all__ = [
     "JobLock",
     "JobLockModel",
     "Lease",
+    "LeaseKwargs",
     "LeaseLost",
     "LockBackendError",
     "LockConnectionError",
@@ -67,6 +69,7 @@ __all__ = [
     "LockTableMismatch",
     "LockTableMissing",
     "LockTimeoutError",
+    "RunOptions",
     "__version__",
     "add_listener",
     "build_table",

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, Union, cast
 
 from sqlalchemy import URL, Connection, Engine, MetaData, Table
 
-from . import _engines, _validate
+from . import _engines, _tables, _validate
 from ._dialects import profile
 from ._schema import JOB_LOCKS_TABLE_NAME, build_table, ensure_table
 from ._statements import AcquirePath, Statements, build
@@ -144,7 +144,7 @@ class ModelCore:
     @property
     def identity(self) -> tuple[Any, ...] | None:
         """Which lock table this model talks to, as the file system or the server
-        reports it (see :func:`joblocks._engines.table_identity`); None until known.
+        reports it (see :func:`joblocks._tables.table_identity`); None until known.
 
         Equal for two models (sync or asyncio) exactly when they reach the same table,
         however their URLs are spelled: the in-process overlap guard of
@@ -154,7 +154,7 @@ class ModelCore:
         return None if self._found is None else self._found.key
 
     #: The identity once read (see ``identity``).
-    _found: _engines.TableIdentity | None = None
+    _found: _tables.TableIdentity | None = None
 
     @property
     def _first_use_name(self) -> str:
@@ -167,10 +167,10 @@ class ModelCore:
         if create:
             ensure_table(conn, self.table)
         if self._tune_sqlite:
-            _engines.tune_user_sqlite(conn)
+            _tables.tune_user_sqlite(conn)
             self._tune_sqlite = False
         if self._found is None and self.statements.profile.single_file:
-            self._found = _engines.table_identity(conn, self.statements, self.table)
+            self._found = _tables.table_identity(conn, self.statements, self.table)
 
     def __repr__(self) -> str:
         return (

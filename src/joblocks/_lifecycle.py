@@ -14,7 +14,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any, Callable
 
-from . import _engines, _events, _guard, _liveness, _ops, _validate
+from . import _events, _guard, _liveness, _ops, _tables, _validate
 from ._base import log
 from ._errors import LockBackendError, LockExistsError
 from ._records import JobLock
@@ -22,13 +22,14 @@ from ._steps import Shielded, Sleep, Steps, Work, call
 
 if TYPE_CHECKING:
     from ._base import ModelCore
-    from ._lease import LeaseBase, LeaseOptions
+    from ._lease import LeaseBase
+    from ._options import LeaseOptions
 
 
 def identify(model: ModelCore) -> Steps[tuple[Any, ...]]:
     """The table's identity (see ``ModelCore.identity``): read once, then kept."""
     if model._found is None:
-        found = yield from call(model, "identify table", _engines.table_identity, model.table)
+        found = yield from call(model, "identify table", _tables.table_identity, model.table)
         model._found = model._found or found
     return model._found.key
 

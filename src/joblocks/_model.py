@@ -11,12 +11,14 @@ from collections.abc import Iterator
 from typing import Any, Callable, TypeVar
 
 from sqlalchemy import Connection, Engine
+from typing_extensions import Unpack
 
 from . import _lifecycle, _ops, _steps, _validate
 from ._base import ModelCore
 from ._connections import ConnectionCache
 from ._errors import translate
-from ._lease import Lease, LeaseOptions
+from ._lease import Lease
+from ._options import LEASE_OPTIONS, LeaseKwargs, LeaseOptions
 from ._records import JobLock
 from ._steps import Attempt, FirstUse, Session, Sleep, Steps, Work
 
@@ -213,15 +215,7 @@ class JobLockModel(ModelCore):
         self,
         lock_key: str,
         ttl: _validate.Duration,
-        *,
-        holder: str | None = None,
-        keepalive: bool = False,
-        renew_every: _validate.Duration | None = None,
-        min_hold: _validate.Duration | None = None,
-        wait: _validate.Duration | None = None,
-        on_lost: Callable[[Lease], None] | None = None,
-        max_hold: _validate.Duration | None = None,
-        liveness: str = "ttl",
+        **options: Unpack[LeaseKwargs[Lease]],
     ) -> Lease | None:
         """Take ``lock_key`` and return the grant as a :class:`~joblocks.Lease`, or None.
 
@@ -231,26 +225,14 @@ class JobLockModel(ModelCore):
         ``min_hold`` keeps a released lease's row until acquired_at + min_hold.
         ``wait`` retries with capped exponential backoff and jitter for that long.
 
-        ``liveness="session"`` (default ``"ttl"``): while this process lives the lease also
-        holds a session lock tied to the key, so a holder whose process died is taken over
-        at once instead of after its ttl (see docs/concepts.md, "Liveness").
-
         Every duration (``ttl``, ``renew_every``, ``min_hold``, ``wait``, ``max_hold``) is
         milliseconds (int or float) or a ``datetime.timedelta``.
         """
         key = _validate.lock_key(lock_key)
-        ttl_ms = _validate.duration_ms(ttl, "ttl")
-        opts = LeaseOptions(
-            ttl_ms=ttl_ms,
-            holder=holder,
-            keepalive=keepalive,
-            renew_every=renew_every,
-            min_hold=min_hold,
-            wait=wait,
-            on_lost=on_lost,
-            max_hold=max_hold,
-            liveness=liveness,
-        )
+        return self._take(key, LeaseOptions.of(ttl, options, "try_lease", LEASE_OPTIONS))
+
+    def _take(self, key: str, opts: LeaseOptions) -> Lease | None:
+        """:meth:`try_lease` of a request already validated."""
         lease: Lease | None = self._drive(_lifecycle.take(self, key, opts, time.monotonic()))
         return lease
 

@@ -15,6 +15,8 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Mapping
 from typing import Any, Callable, TypeVar
 
+from typing_extensions import Unpack
+
 from . import _config, _engines, _lifecycle, _ops, _steps, _validate
 from ._base import Database, ModelCore
 from ._config import resolve_model
@@ -35,7 +37,14 @@ from ._errors import (
     translate,
 )
 from ._keepalive import task_renewer
-from ._lease import LeaseBase, LeaseOptions, check_cancel_on_loss
+from ._lease import LeaseBase
+from ._options import (
+    LEASE_OPTIONS,
+    LeaseKwargs,
+    LeaseOptions,
+    RunOptions,
+    check_cancel_on_loss,
+)
 from ._records import JobLock
 from ._run import check_work
 from ._sqla import greenlet_spawn
@@ -214,36 +223,19 @@ class JobLockModel(ModelCore):
         self,
         lock_key: str,
         ttl: _validate.Duration,
-        *,
-        holder: str | None = None,
-        keepalive: bool = False,
-        renew_every: _validate.Duration | None = None,
-        min_hold: _validate.Duration | None = None,
-        wait: _validate.Duration | None = None,
-        on_lost: Callable[[Lease], None] | None = None,
-        max_hold: _validate.Duration | None = None,
-        liveness: str = "ttl",
+        **options: Unpack[LeaseKwargs[Lease]],
     ) -> Lease | None:
         """Take ``lock_key`` and return the grant as a :class:`Lease`, or None.
 
         See :meth:`joblocks.JobLockModel.try_lease`; keep-alive runs as one task per
         event loop. Every duration (``ttl``, ``renew_every``, ``min_hold``, ``wait``,
         ``max_hold``) is milliseconds (int or float) or a ``datetime.timedelta``.
-        ``liveness="session"``: a holder whose process died is taken over at once.
         """
         key = _validate.lock_key(lock_key)
-        ttl_ms = _validate.duration_ms(ttl, "ttl")
-        opts = LeaseOptions(
-            ttl_ms=ttl_ms,
-            holder=holder,
-            keepalive=keepalive,
-            renew_every=renew_every,
-            min_hold=min_hold,
-            wait=wait,
-            on_lost=on_lost,
-            max_hold=max_hold,
-            liveness=liveness,
-        )
+        return await self._take(key, LeaseOptions.of(ttl, options, "try_lease", LEASE_OPTIONS))
+
+    async def _take(self, key: str, opts: LeaseOptions) -> Lease | None:
+        """:meth:`try_lease` of a request already validated."""
         held: Lease | None = await self._drive(_lifecycle.take(self, key, opts, time.monotonic()))
         return held
 
@@ -327,40 +319,22 @@ async def run_with_lock(
     work: Callable[[], Awaitable[Any]],
     *,
     model: JobLockModel | None = None,
-    keepalive: bool = False,
-    renew_every: _validate.Duration | None = None,
-    min_hold: _validate.Duration | None = None,
-    wait: _validate.Duration | None = None,
-    on_lost: Callable[[Lease], None] | None = None,
-    max_hold: _validate.Duration | None = None,
     cancel_on_loss: bool = False,
-    liveness: str = "ttl",
+    **options: Unpack[RunOptions[Lease]],
 ) -> bool:
     """Await ``work()`` only if ``lock_key`` can be taken for this worker; release after.
 
     See :func:`joblocks.run_with_lock`. Cancellation inside ``work`` still releases,
     then propagates. With ``keepalive=True`` and ``cancel_on_loss=True``, ``work`` is
     cancelled when the lease is found lost, and :class:`LeaseLost` is raised.
-    ``liveness="session"``: a holder whose process died is taken over at once.
 
     Every duration (``ttl``, ``renew_every``, ``min_hold``, ``wait``, ``max_hold``)
     is milliseconds (int or float) or a ``datetime.timedelta``.
     """
     key = _validate.lock_key(lock_key)
-    ttl_ms = _validate.duration_ms(ttl, "ttl")
+    opts = LeaseOptions.of(ttl, options, "run_with_lock")
     check_work(work, asynchronous=True)
-    check_cancel_on_loss(cancel_on_loss, keepalive)
-    opts = LeaseOptions(
-        ttl_ms=ttl_ms,
-        holder=None,
-        keepalive=keepalive,
-        renew_every=renew_every,
-        min_hold=min_hold,
-        wait=wait,
-        on_lost=on_lost,
-        max_hold=max_hold,
-        liveness=liveness,
-    )
+    check_cancel_on_loss(cancel_on_loss, opts.keepalive)
     return await _run_request(model, key, opts, work, cancel_on_loss)
 
 
@@ -466,40 +440,23 @@ async def lease(
     ttl: _validate.Duration,
     *,
     model: JobLockModel | None = None,
-    holder: str | None = None,
-    keepalive: bool = False,
-    renew_every: _validate.Duration | None = None,
-    min_hold: _validate.Duration | None = None,
-    wait: _validate.Duration | None = None,
-    on_lost: Callable[[Lease], None] | None = None,
-    max_hold: _validate.Duration | None = None,
     cancel_on_loss: bool = False,
-    liveness: str = "ttl",
+    **options: Unpack[LeaseKwargs[Lease]],
 ) -> AsyncIterator[Lease]:
     """``async with joblocks.aio.lease(key, ttl) as held:`` — raises
     :class:`LockNotAcquired` when held elsewhere; released when the block exits.
 
     With ``keepalive=True`` and ``cancel_on_loss=True``, the task running the block is
     cancelled when the lease is found lost; :class:`LeaseLost` is raised from it.
-    ``liveness="session"``: a holder whose process died is taken over at once.
 
     Every duration (``ttl``, ``renew_every``, ``min_hold``, ``wait``, ``max_hold``)
     is milliseconds (int or float) or a ``datetime.timedelta``.
     """
     model = resolve_model(model, JobLockModel, get_model, "joblocks.aio.JobLockModel")
-    check_cancel_on_loss(cancel_on_loss, keepalive)
-    held = await model.try_lease(
-        lock_key,
-        ttl,
-        holder=holder,
-        keepalive=keepalive,
-        renew_every=renew_every,
-        min_hold=min_hold,
-        wait=wait,
-        on_lost=on_lost,
-        max_hold=max_hold,
-        liveness=liveness,
-    )
+    key = _validate.lock_key(lock_key)
+    opts = LeaseOptions.of(ttl, options, "lease", LEASE_OPTIONS)
+    check_cancel_on_loss(cancel_on_loss, opts.keepalive)
+    held = await model._take(key, opts)
     if held is None:
         raise LockNotAcquired(lock_key)
     watcher: asyncio.Task[None] | None = None

@@ -153,7 +153,8 @@ class LockedExecutor(ThreadPoolExecutor):  # type: ignore[misc]
         model: JobLockModel | None = None,
     ) -> None:
         self.ttl_ms = _support.duration_ms(ttl, "ttl")
-        LeaseOptions(
+        # Checked once; each run takes it with a holder (and a hold) of its own.
+        self._options = LeaseOptions(
             ttl_ms=self.ttl_ms,
             holder=None,
             keepalive=keepalive,
@@ -163,23 +164,14 @@ class LockedExecutor(ThreadPoolExecutor):  # type: ignore[misc]
             on_lost=None,
             max_hold=max_hold,
         )
-        self.min_hold_ms = (
-            None
-            if min_hold is None
-            else _support.duration_ms(min_hold, "min_hold", allow_zero=True)
-        )
+        self.min_hold_ms = None if min_hold is None else self._options.min_hold_ms
         self.clock_skew_ms = _support.duration_ms(clock_skew, "clock_skew", allow_zero=True)
         if key is not None and not callable(key):
             raise TypeError(f"key must be callable (job -> str), not {type(key).__name__}")
         if model is not None and not isinstance(model, JobLockModel):
-            raise TypeError(f"model must be a joblocks.JobLockModel, not {type(model).__name__}")
+            raise _support.wrong_face(model, "joblocks.JobLockModel")
         self._key = key or job_lock_key
         self._model = model
-        self._lease_options: dict[str, Any] = {
-            "keepalive": keepalive,
-            "renew_every": renew_every,
-            "max_hold": max_hold,
-        }
         super().__init__(max_workers, pool_kwargs)
 
     def lock_key(self, job: Any) -> str:
@@ -212,11 +204,10 @@ class LockedExecutor(ThreadPoolExecutor):  # type: ignore[misc]
         ran, events = run_leased(
             model,
             key,
-            self.ttl_ms,
+            self._options,
             lambda: run_job(job, jobstore_alias, run_times, logger_name),
             holder=unique_holder(),
-            min_hold=min_hold,
-            **self._lease_options,
+            min_hold_ms=min_hold,
         )
         if not ran:
             log.info(

@@ -103,28 +103,12 @@ class SingleInstanceTask(Task):  # type: ignore[misc]
     lock_model: JobLockModel | str | None = None
 
     _joblocks_key: KeyTemplate | None = None
+    _joblocks_options: tuple[tuple[Any, ...], LeaseOptions]
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         # Checked when the task is defined (``@app.task`` makes the subclass).
-        ttl_ms = _support.duration_ms(cls.lock_ttl, "lock_ttl")
-        min_hold = cls.lock_min_hold
-        if isinstance(min_hold, str):
-            if min_hold != BEAT:
-                raise ValueError(
-                    f"lock_min_hold must be a duration, None or BEAT, not {min_hold!r}"
-                )
-            min_hold = None
-        LeaseOptions(
-            ttl_ms=ttl_ms,
-            holder=None,
-            keepalive=cls.lock_keepalive,
-            renew_every=cls.lock_renew_every,
-            min_hold=min_hold,
-            wait=cls.lock_wait,
-            on_lost=None,
-            max_hold=cls.lock_max_hold,
-        )
+        cls._joblocks_options = _options_of(_option_values(cls))
         model = cls.lock_model
         if model is not None and not isinstance(model, (str, JobLockModel)):
             raise TypeError(
@@ -152,10 +136,19 @@ class SingleInstanceTask(Task):  # type: ignore[misc]
             return model
         return get_model(model)  # type: ignore[no-any-return]
 
-    def _lock_min_hold(self) -> _support.Duration | None:
+    def _lock_options(self) -> LeaseOptions:
+        """The lease options, checked once; again only if a ``lock_*`` attribute was
+        changed after the task was defined (e.g. by ``task_annotations``)."""
+        values = _option_values(self)
+        if self._joblocks_options[0] != values:
+            self._joblocks_options = _options_of(values)
+        return self._joblocks_options[1]
+
+    def _lock_min_hold_ms(self) -> int | None:
+        """This run's hold (ms) under ``BEAT``; None: the one the options carry."""
         if self.lock_min_hold == BEAT:
             return beat_min_hold(self.app, self.name)
-        return self.lock_min_hold  # type: ignore[return-value]
+        return None
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """Run the task body under the task's lock; ``None`` when it is held elsewhere."""
@@ -164,14 +157,10 @@ class SingleInstanceTask(Task):  # type: ignore[misc]
         ran, result = run_leased(
             self._lock_model(),
             key,
-            self.lock_ttl,
+            self._lock_options(),
             lambda: call(*args, **kwargs),
             holder=unique_holder(),
-            keepalive=self.lock_keepalive,
-            renew_every=self.lock_renew_every,
-            max_hold=self.lock_max_hold,
-            wait=self.lock_wait,
-            min_hold=self._lock_min_hold(),
+            min_hold_ms=self._lock_min_hold_ms(),
         )
         if not ran:
             request_id = getattr(self.request, "id", None)
@@ -182,6 +171,39 @@ class SingleInstanceTask(Task):  # type: ignore[misc]
                 key,
             )
         return result
+
+
+def _option_values(task: Any) -> tuple[Any, ...]:
+    return (
+        task.lock_ttl,
+        task.lock_keepalive,
+        task.lock_renew_every,
+        task.lock_min_hold,
+        task.lock_wait,
+        task.lock_max_hold,
+    )
+
+
+def _options_of(values: tuple[Any, ...]) -> tuple[tuple[Any, ...], LeaseOptions]:
+    """The lease options of a task's ``lock_*`` values (see :func:`_option_values`);
+    under ``BEAT`` each run gives its own hold."""
+    ttl, keepalive, renew_every, min_hold, wait, max_hold = values
+    ttl_ms = _support.duration_ms(ttl, "lock_ttl")
+    if isinstance(min_hold, str):
+        if min_hold != BEAT:
+            raise ValueError(f"lock_min_hold must be a duration, None or BEAT, not {min_hold!r}")
+        min_hold = None
+    options = LeaseOptions(
+        ttl_ms=ttl_ms,
+        holder=None,
+        keepalive=keepalive,
+        renew_every=renew_every,
+        min_hold=min_hold,
+        wait=wait,
+        on_lost=None,
+        max_hold=max_hold,
+    )
+    return values, options
 
 
 def _without_first(fn: Callable[..., Any], static: bool) -> Callable[..., Any]:
