@@ -63,5 +63,13 @@ def test_asyncio_entry_points_name_a_wrong_option() -> None:
 
 def test_the_option_sets_are_the_documented_ones() -> None:
     run = set(joblocks.RunOptions.__optional_keys__)
-    assert run == {"keepalive", "renew_every", "min_hold", "wait", "on_lost", "max_hold"}
+    assert run == {
+        "keepalive",
+        "renew_every",
+        "min_hold",
+        "wait",
+        "on_lost",
+        "max_hold",
+        "liveness",
+    }
     assert set(joblocks.LeaseKwargs.__optional_keys__) == run | {"holder"}
