@@ -11,7 +11,7 @@ when the holder's process dies (its connections close, its files close):
   whose ``pg_advisory_xact_lock`` orders fencing tokens.
 - MariaDB: ``GET_LOCK(name, 0)`` on a connection the lease keeps, ``name`` being
   ``joblocks:`` + the first 40 hex digits of SHA-256 of the database and registry
-  table names + ``:`` + the key's id (at most 61 of the 64 characters allowed: a
+  table names + ``:`` + the key's id (at most 60 of the 64 characters allowed: a
   collision would need a SHA-256 collision of two database names on one server).
 - SQLite: an open file description lock (Linux ``F_OFD_SETLK``) on byte *id* of a
   lock file beside the database file: two leases of one process conflict like two
