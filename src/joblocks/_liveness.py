@@ -186,8 +186,21 @@ def _marked(conn: Connection, st: Statements, reg: _Registry, rid: int) -> int |
 
 
 def _server_lock(conn: Connection, st: Statements, reg: _Registry, lock: int | str) -> bool:
-    """On a new connection: check it reaches the server directly and is never closed
-    for idling, then try the session lock (never waits); True when taken."""
+    """On a connection of the lease's own: check (once per driver connection) that it
+    reaches the server directly and is never closed for idling, then try the session
+    lock (never waits); True when taken."""
+    info = conn.connection.info
+    if not info.get(_READY):
+        _set_up(conn, reg)
+        info[_READY] = True
+    return _server_relock(conn, st, reg, lock)
+
+
+#: Key in a pooled connection's ``info``: it was checked and set up for session locks.
+_READY = "joblocks_session_locks"
+
+
+def _set_up(conn: Connection, reg: _Registry) -> None:
     if reg.family == "postgresql":
         pid = int(_ops.execute(conn, reg.probe, {}).scalar())
         dbapi: Any = conn.connection.dbapi_connection
@@ -206,7 +219,6 @@ def _server_lock(conn: Connection, st: Statements, reg: _Registry, lock: int | s
             _ops.execute(conn, reg.settle, {})
     else:
         _ops.execute(conn, reg.settle, {})
-    return _server_relock(conn, st, reg, lock)
 
 
 def _server_relock(conn: Connection, st: Statements, reg: _Registry, lock: int | str) -> bool:
