@@ -357,8 +357,12 @@ class Live:
             conn, self.conn = self.conn, None
             unlock = _server_unlock if self.locked else None
             self.locked = False
-            with translate("session unlock", self.model.database):
+            try:
                 yield Session(unlock, (self.reg, self.lock), conn, close=True)
+            except Exception as exc:
+                # The face closed the connection (invalidated): the server ends the
+                # session, and the lock with it. Nothing more to do; not the caller's error.
+                log.warning("joblocks: unlocking the session lock of %r failed: %s", self.key, exc)
 
 
 def release(lease: LeaseBase, kept: bool) -> Steps[None]:

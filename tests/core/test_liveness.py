@@ -188,3 +188,67 @@ def test_through_a_transaction_mode_pooler_it_is_refused(
         assert model.try_lease("k-pooled", LONG_TTL) is not None  # ttl liveness works
     finally:
         next(made, None)
+
+
+def _cut_session(db_url: str, table_name: str, key: str) -> int:
+    """End, from the server's side, the session holding ``key``'s session lock (as a
+    network cut or an administrator would); the number of sessions ended."""
+    import hashlib
+
+    import sqlalchemy as sa
+
+    engine = sa.create_engine(db_url, isolation_level="AUTOCOMMIT")
+    registry = f"{table_name}_live"
+    try:
+        with engine.connect() as conn:
+            rid = conn.execute(
+                sa.text(f"SELECT id FROM {registry} WHERE lock_key = :k"), {"k": key}
+            ).scalar_one()
+            if engine.dialect.name == "postgresql":
+                found = conn.execute(
+                    sa.text(
+                        "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 1"
+                        " AND classid = CAST(CAST(:r AS regclass) AS oid) AND objid = :id"
+                    ),
+                    {"r": registry, "id": rid},
+                ).scalars()
+                ended = 0
+                for pid in list(found):
+                    stop = sa.text("SELECT pg_terminate_backend(:p)")
+                    ended += bool(conn.execute(stop, {"p": pid}).scalar())
+                return ended
+            database = conn.execute(sa.text("SELECT DATABASE()")).scalar_one()
+            digest = hashlib.sha256(f"{database}\0{registry}".encode()).hexdigest()[:40]
+            name = f"joblocks:{digest}:{rid}"
+            owner = conn.execute(sa.text("SELECT IS_USED_LOCK(:n)"), {"n": name}).scalar()
+            if owner is None:
+                return 0
+            conn.execute(sa.text(f"KILL {int(owner)}"))
+            return 1
+    finally:
+        engine.dispose()
+
+
+@pytest.mark.server
+@pytest.mark.parametrize("backend", ["postgresql", "mariadb"])
+def test_a_holder_whose_session_was_cut_is_taken_over_and_releases_quietly(
+    make_model: Callable[..., Any], backend: str, db_url: str, table_name: str, key: str
+) -> None:
+    """The documented limit: a live holder whose session lock's connection is ended by
+    the server loses the key to the next session contender; its own release then says
+    False (the row is another grant's) instead of raising on the dead connection."""
+    model = make_model()
+    other = make_model()
+    held = model.try_lease(key, LONG_TTL, liveness="session", holder="a")
+    assert held is not None
+    assert _cut_session(db_url, table_name, key) == 1
+    taken = None
+    for _ in range(100):  # the server lets the lock go as the session ends
+        taken = other.try_lease(key, LONG_TTL, liveness="session", holder="b")
+        if taken is not None:
+            break
+        time.sleep(0.05)
+    assert taken is not None
+    assert taken.token > held.token
+    assert held.release() is False
+    assert taken.release()
