@@ -62,6 +62,8 @@ class LeaseBase(abc.ABC):
     #: The run ledger's row of this lease's run (``record=True``), and the work's error.
     _run_id: int | None = None
     _run_error: BaseException | None = None
+    #: ``liveness="session"``: the lease's session lock (a ``_liveness.Live``).
+    _live: Any = None
 
     def __init__(
         self,

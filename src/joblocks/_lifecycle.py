@@ -14,7 +14,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any, Callable
 
-from . import _events, _guard, _ledger, _ops, _slots, _tables, _validate
+from . import _events, _guard, _ledger, _liveness, _ops, _slots, _tables, _validate
 from ._base import log
 from ._errors import LockBackendError, LockExistsError
 from ._records import JobLock
@@ -154,9 +154,13 @@ def take(
     slot = None
     if opts.schedule is not None:
         _slots.last_skip.set(None)
+    # schedule= and liveness="session" are not given together (LeaseOptions).
+    live = None if opts.liveness == "ttl" else _liveness.Live(model, key)
     while True:
         sent = time.monotonic()
         try:
+            if live is not None:
+                yield from live.hold()
             if opts.schedule is None:
                 grant = yield from call(model, "acquire", _ops.acquire, key, holder, opts.ttl_ms)
             else:
@@ -168,19 +172,26 @@ def take(
                     if (model.record if opts.record is None else opts.record) == "all":
                         yield from _ledger.record_skip(model, key, opts, skip.slot)
                     return None
-        except LockBackendError as exc:
-            _events.emit("error", key, holder, error=exc)
+            if live is not None:
+                grant = yield from _liveness.granted(live, grant, holder, opts.ttl_ms)
+        except BaseException as exc:
+            if live is not None and not isinstance(exc, GeneratorExit):
+                yield from _liveness.abandon(live)
+            if isinstance(exc, LockBackendError):
+                _events.emit("error", key, holder, error=exc)
             raise
         if grant is not None:
             break
         attempt += 1
         pause = next_pause(attempt, started, opts.wait_ms)
         if pause is None:
+            if live is not None:
+                yield from _liveness.abandon(live)
             _events.emit("conflict", key, holder)
             if (model.record if opts.record is None else opts.record) == "all":
                 yield from _ledger.record_skip(model, key, opts, slot)
             return None
-        yield Sleep(pause)
+        yield Sleep(pause if live is None else _liveness.poll(pause))
     mine = True
     if grant.acquired_ms is None and (times or opts.keepalive or opts.on_lost):
         # MySQL/MariaDB report only the token: read the row's times.
@@ -188,6 +199,8 @@ def take(
     lease = model._lease_type(model, **opts.lease_state(key, grant, sent, opts.ttl_ms))
     if slot is not None:
         _slots.started(lease, slot)
+    if live is not None:
+        lease._live = live
     waited = (sent - started) * 1000 if opts.wait_ms is not None else None
     _events.emit("acquired", key, holder, token=grant.fence, waited_ms=waited)
     if not mine:
@@ -234,6 +247,9 @@ def lease_release(lease: LeaseBase) -> Steps[bool]:
         if lease._run_id is not None:
             yield from _ledger.record_end(lease)
         raise
+    finally:
+        if lease._live is not None:
+            yield from _liveness.release(lease, bool(lease._min_hold_ms or lease._hold_until_ms))
     held_ms = (time.monotonic() - lease._started) * 1000
     outcome = _ledger.outcome_of(lease)
     _events.emit(

@@ -21,7 +21,7 @@ from ._lease import Lease
 from ._ledger import Run
 from ._options import LEASE_OPTIONS, LeaseKwargs, LeaseOptions
 from ._records import JobLock
-from ._steps import Attempt, FirstUse, Sleep, Steps, Work
+from ._steps import Attempt, FirstUse, Session, Sleep, Steps, Work
 
 T = TypeVar("T")
 
@@ -97,6 +97,8 @@ class JobLockModel(ModelCore):
                     self._create_table()
                 elif isinstance(step, Work):
                     step.work()
+                elif isinstance(step, Session):
+                    result = self._session(step)
                 else:
                     result = self._drive(step.steps)
             except BaseException as exc:  # thrown back in at the yield
@@ -115,6 +117,21 @@ class JobLockModel(ModelCore):
             cache.put_after_error(conn)
             raise
         cache.put(conn)
+        return result
+
+    def _session(self, step: Session) -> Any:
+        """A connection kept for a lease's life (see ``_steps.Session``)."""
+        conn = self.engine.connect() if step.conn is None else step.conn
+        try:
+            result = None if step.fn is None else step.fn(conn, self.statements, *step.args)
+        except BaseException:
+            conn.invalidate()
+            conn.close()
+            raise
+        if step.conn is None:
+            return conn, result
+        if step.close:
+            conn.close()
         return result
 
     def _create_table(self) -> None:

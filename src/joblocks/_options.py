@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Callable, Generic, Literal, TypeVar
 
 from typing_extensions import TypedDict
 
-from . import _validate
+from . import _liveness, _validate
 from ._schedule import Schedule
 
 if TYPE_CHECKING:
@@ -48,7 +48,11 @@ class RunOptions(TypedDict, Generic[L], total=False):
     - ``record`` (True, False or ``"all"``; None, the default: the model's
       ``record=``): write the run to the run ledger (``job_runs``: ``ok``, ``error`` or
       ``lost``); ``"all"`` also records a start that found the key taken (or its slot
-      already run) as ``skipped``. See docs/ledger.md.
+      already run) as ``skipped``. See docs/ledger.md;
+    - ``liveness`` (``"ttl"``, the default, or ``"session"``): with ``"session"`` the
+      holder also holds a session lock tied to the key while its process lives, so a
+      holder whose process died is taken over at once, not after its ttl (see
+      docs/concepts.md, "Liveness"); not together with ``schedule``.
     """
 
     keepalive: bool
@@ -60,6 +64,7 @@ class RunOptions(TypedDict, Generic[L], total=False):
     schedule: str | Schedule | None
     timezone: str | tzinfo | None
     record: bool | Literal["all"] | None
+    liveness: str
 
 
 class LeaseKwargs(RunOptions[L], total=False):
@@ -82,6 +87,7 @@ class LeaseOptions:
     __slots__ = (
         "_holder",
         "keepalive",
+        "liveness",
         "max_hold_ms",
         "min_hold_ms",
         "on_lost",
@@ -106,6 +112,7 @@ class LeaseOptions:
         schedule: str | Schedule | None = None,
         timezone: str | tzinfo | None = None,
         record: bool | str | None = None,
+        liveness: str = "ttl",
     ) -> None:
         self.ttl_ms = ttl_ms
         self._holder = None if holder is None else _validate.holder(holder)
@@ -137,6 +144,12 @@ class LeaseOptions:
 
             record = check_record(record)
         self.record = record
+        self.liveness = _liveness.check(liveness)
+        if self.liveness != "ttl" and self.schedule is not None:
+            raise ValueError(
+                "liveness='session' cannot be combined with schedule= (a slot's run is not "
+                "taken over from a dead holder: the slot stays run)"
+            )
 
     @classmethod
     def of(
@@ -163,6 +176,7 @@ class LeaseOptions:
             schedule=options.get("schedule"),
             timezone=options.get("timezone"),
             record=options.get("record"),
+            liveness=options.get("liveness", "ttl"),
         )
 
     def for_run(

@@ -49,7 +49,7 @@ from ._options import (
 from ._records import JobLock
 from ._run import check_work
 from ._sqla import greenlet_spawn
-from ._steps import Attempt, FirstUse, Sleep, Steps, Work
+from ._steps import Attempt, FirstUse, Session, Sleep, Steps, Work
 
 _engines.require_asyncio()  # an ImportError naming the extra to install, not a late failure
 
@@ -119,11 +119,36 @@ class JobLockModel(ModelCore):
                         await step.lease._run_cancellable(step.work)  # type: ignore[attr-defined]
                     else:
                         await step.work()
+                elif isinstance(step, Session):
+                    result = await self._session(step)
                 else:
                     # A cancelled caller still gets these steps done (e.g. a release).
                     result = await asyncio.shield(self._drive(step.steps))
             except BaseException as exc:  # thrown back in at the yield
                 error = exc
+
+    async def _session(self, step: Session) -> Any:
+        """A connection kept for a lease's life (see ``_steps.Session``)."""
+        timeout = self._io_timeout
+        conn = step.conn
+        if conn is None:
+            opening = self.engine.connect()
+            conn = await (asyncio.wait_for(opening, timeout) if timeout else opening)
+        try:
+            result = None
+            if step.fn is not None:
+                work = conn.run_sync(step.fn, self.statements, *step.args)
+                result = await (asyncio.wait_for(work, timeout) if timeout else work)
+        except BaseException:
+            with contextlib.suppress(Exception):
+                await conn.invalidate()
+            await asyncio.shield(conn.close())
+            raise
+        if step.conn is None:
+            return conn, result
+        if step.close:
+            await conn.close()
+        return result
 
     async def _open(self) -> None:
         with translate(self._first_use_name, self.database):

@@ -157,6 +157,7 @@ class _Run:
                     on_lost=self._on_lost if args.keepalive else None,
                     schedule=args.schedule,
                     record=args.record,
+                    liveness=args.liveness,
                 )
             except _Interrupted as exc:
                 if lease is not None:  # the signal came right after the grant
@@ -376,6 +377,13 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
         choices=("terminate", "continue"),
         default="terminate",
         help="lock lost while the command runs: SIGTERM it and exit 75 (default), or only warn",
+    )
+    p.add_argument(
+        "--liveness",
+        choices=("ttl", "session"),
+        default="ttl",
+        help="session: a crashed holder (its process gone) is taken over at once, "
+        "not after its ttl (default: ttl)",
     )
     p.add_argument(
         "-q", "--quiet", action="store_true", help="no message when the lock is held elsewhere"
