@@ -68,3 +68,12 @@ def test_the_option_sets_are_the_documented_ones() -> None:
         "schedule", "timezone", "record", "liveness",
     }  # fmt: skip
     assert set(joblocks.LeaseKwargs.__optional_keys__) == run | {"holder"}
+
+
+def test_schedule_and_session_liveness_are_refused_together() -> None:
+    model = joblocks.JobLockModel(NOWHERE)
+    try:
+        with pytest.raises(ValueError, match=r"liveness='session' cannot be combined with"):
+            model.try_lease("k", 1_000, schedule="*/5 * * * *", liveness="session")
+    finally:
+        model.dispose()
