@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -141,3 +142,51 @@ def test_schedule_option_is_a_bool() -> None:
 
     with pytest.raises(TypeError, match="schedule must be a bool"):
         LockedExecutor(schedule="*/5 * * * *")  # type: ignore[arg-type]
+
+
+def test_two_real_schedulers_fire_apart_and_run_once_per_slot(
+    model: joblocks.JobLockModel,
+) -> None:
+    """Two running BackgroundSchedulers fire the same 4-second cron slots, each with
+    up to 2.5 s of jitter (so they fire apart, in either order): one run per slot."""
+    import threading
+    import time
+
+    from apscheduler.schedulers.background import BackgroundScheduler
+
+    from joblocks.contrib.apscheduler import LockedExecutor
+
+    runs: list[tuple[str, int]] = []
+    lock = threading.Lock()
+
+    def job(replica: str) -> None:
+        with lock:
+            runs.append((replica, round(time.time() * 1000)))
+
+    schedulers = []
+    for replica in ("a", "b"):
+        scheduler = BackgroundScheduler(
+            executors={"default": LockedExecutor(model=model, schedule=True)},
+            job_defaults={"misfire_grace_time": 30},
+            timezone=UTC,
+        )
+        trigger = CronTrigger(second="*/4", jitter=2.5, timezone=UTC)
+        scheduler.add_job(job, trigger, args=(replica,), id="tick")
+        schedulers.append(scheduler)
+    schedule = cron_schedule(CronTrigger(second="*/4", timezone=UTC))
+    # start just after a slot began: the schedulers' first fire is the next slot's
+    # start; stop after three slots with fires
+    end = schedule.slot(round(time.time() * 1000))[1]
+    time.sleep(max(0.0, end / 1000 - time.time()) + 0.05)
+    first = schedule.slot(round(time.time() * 1000))[1]
+    for scheduler in schedulers:
+        scheduler.start()
+    try:
+        time.sleep(max(0.0, (first + 3 * 4_000) / 1000 - time.time()) + 0.5)
+    finally:
+        for scheduler in schedulers:
+            scheduler.shutdown(wait=True)
+    slots = Counter(schedule.slot(at)[0] for _, at in runs)
+    whole = [first + i * 4_000 for i in range(3)]
+    assert [slots[s] for s in whole] == [1, 1, 1], runs
+    assert max(slots.values()) == 1, runs
