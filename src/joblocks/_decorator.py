@@ -183,6 +183,7 @@ class SingleInstance:
         on_lost: Callable[[Any], None] | None = None,
         max_hold: _validate.Duration | None = None,
         cancel_on_loss: bool = False,
+        max_holders: int | None = None,
     ) -> None:
         self._key = None if key is None else KeyTemplate(key)
         self._key_for = key_for
@@ -198,6 +199,7 @@ class SingleInstance:
             wait=wait,
             on_lost=on_lost,
             max_hold=max_hold,
+            max_holders=max_holders,
         )
         self.cancel_on_loss = check_cancel_on_loss(cancel_on_loss, keepalive)
         self.model = model
@@ -291,6 +293,7 @@ def single_instance(
     on_lost: Callable[[Any], None] | None = None,
     max_hold: _validate.Duration | None = None,
     cancel_on_loss: bool = False,
+    max_holders: int | None = None,
 ) -> SingleInstance:
     """Decorate a function so that each call runs only if ``lock_key`` can be taken.
 
@@ -311,7 +314,7 @@ def single_instance(
     :func:`joblocks.run_with_lock` (``model`` a :class:`joblocks.JobLockModel`);
     ``model=None`` is the configured default, looked up at each call. The other
     options are those of ``run_with_lock``; ``cancel_on_loss`` is for async functions
-    only.
+    only. ``max_holders=N``: up to N calls (of different processes) run at once.
 
     ``lock_key`` may be a ``str.format`` template filled by name from the call's
     arguments, defaults applied (``"{tenant}"``, ``"{user.id}"``, ``"{self.name}"``;
@@ -334,6 +337,7 @@ def single_instance(
         on_lost=on_lost,
         max_hold=max_hold,
         cancel_on_loss=cancel_on_loss,
+        max_holders=max_holders,
     )
 
 

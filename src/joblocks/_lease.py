@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from sqlalchemy import Table, exists
 from sqlalchemy.sql.elements import ColumnElement
 
-from . import _events, _lifecycle, _ops, _validate
+from . import _events, _lifecycle, _ops, _places, _validate
 from ._clock import db_now_ms
 from ._errors import LeaseLost
 from ._records import from_ms
@@ -56,6 +56,8 @@ class LeaseBase(abc.ABC):
     expires_at: datetime
     ttl_ms: int
     _model: Any  # the face's JobLockModel
+    #: A counted lease (``max_holders``): (the key, N); its ``key`` is its place's row.
+    _group: tuple[str, int] | None = None
 
     def __init__(
         self,
@@ -121,6 +123,12 @@ class LeaseBase(abc.ABC):
     def lost_reason(self) -> str | None:
         """Why the lease was lost, or None."""
         return self._lost_reason
+
+    @property
+    def place(self) -> int | None:
+        """The place (1 … N) a counted lease (``max_holders=N``) holds, else None; its
+        :attr:`key` is then the place's row id, ``lock_key`` + ``"\u241f"`` + place."""
+        return None if self._group is None else int(self.key.rpartition(_places.PLACE_MARK)[2])
 
     @property
     def released(self) -> bool:
@@ -389,6 +397,7 @@ class LeaseOptions:
         "_holder",
         "keepalive",
         "max_hold_ms",
+        "max_holders",
         "min_hold_ms",
         "on_lost",
         "renew_every_ms",
@@ -407,6 +416,7 @@ class LeaseOptions:
         wait: _validate.Duration | None,
         on_lost: Callable[[Any], None] | None,
         max_hold: _validate.Duration | None,
+        max_holders: int | None = None,
     ) -> None:
         self.ttl_ms = ttl_ms
         self._holder = None if holder is None else _validate.holder(holder)
@@ -432,6 +442,7 @@ class LeaseOptions:
         if on_lost is not None and not callable(on_lost):
             raise TypeError(f"on_lost must be callable, not {type(on_lost).__name__}")
         self.on_lost = on_lost
+        self.max_holders = None if max_holders is None else _places.validate(max_holders)
 
     @property
     def holder(self) -> str:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any, Callable
 
-from . import _engines, _events, _guard, _ops, _validate
+from . import _engines, _events, _guard, _ops, _places, _validate
 from ._base import log
 from ._errors import LockBackendError, LockExistsError
 from ._records import JobLock
@@ -68,6 +68,11 @@ def refresh(model: ModelCore, lock_key: str, ttl: _validate.Duration, holder: st
 def peek(model: ModelCore, lock_key: str) -> Steps[JobLock | None]:
     key = _validate.lock_key(lock_key)
     return (yield from call(model, "peek", _ops.peek, key))
+
+
+def holders(model: ModelCore, lock_key: str) -> Steps[list[JobLock]]:
+    key = _validate.lock_key(lock_key)
+    return (yield from call(model, "peek", _places.holders, model.table, key))
 
 
 def list_locks(model: ModelCore, state: _ops.State) -> Steps[list[JobLock]]:
@@ -149,11 +154,15 @@ def take(
     backoff; the lease, or None when it stays taken. ``times=False``: MySQL's grant
     times are read only when the lease needs them (keep-alive, ``on_lost``)."""
     holder = opts.holder
+    row = key  # the row taken: a place of the key with max_holders (``_places``)
     attempt = 0
     while True:
         sent = time.monotonic()
         try:
-            grant = yield from call(model, "acquire", _ops.acquire, key, holder, opts.ttl_ms)
+            if opts.max_holders is None:
+                grant = yield from call(model, "acquire", _ops.acquire, key, holder, opts.ttl_ms)
+            else:
+                grant, row = yield from _places.take(model, key, holder, opts)
         except LockBackendError as exc:
             _events.emit("error", key, holder, error=exc)
             raise
@@ -168,8 +177,10 @@ def take(
     mine = True
     if grant.acquired_ms is None and (times or opts.keepalive or opts.on_lost):
         # MySQL/MariaDB report only the token: read the row's times.
-        grant, mine = fill_times(grant, (yield from call(model, "peek", _ops.peek, key)))
-    lease = model._lease_type(model, **opts.lease_state(key, grant, sent, opts.ttl_ms))
+        grant, mine = fill_times(grant, (yield from call(model, "peek", _ops.peek, row)))
+    lease = model._lease_type(model, **opts.lease_state(row, grant, sent, opts.ttl_ms))
+    if opts.max_holders is not None:
+        lease._group = (key, opts.max_holders)
     waited = (sent - started) * 1000 if opts.wait_ms is not None else None
     _events.emit("acquired", key, holder, token=grant.fence, waited_ms=waited)
     if not mine:
@@ -190,6 +201,7 @@ def lease_refresh(
     expires = yield from call(
         lease._model, "refresh", _ops.refresh_lease, lease.key, lease.holder, lease.token, args[0]
     )
+    yield from _places.cover_lease(lease, expires)
     return lease._refreshed(expires, sent, *args)
 
 
@@ -212,6 +224,8 @@ def lease_release(lease: LeaseBase) -> Steps[bool]:
     except LockBackendError as exc:
         _events.emit("error", lease.key, lease.holder, token=lease.token, error=exc)
         raise
+    if released and lease._group is not None:
+        yield from _places.cover_lease(lease, _places.held_until(lease))
     held_ms = (time.monotonic() - lease._started) * 1000
     _events.emit("released", lease.key, lease.holder, token=lease.token, held_ms=held_ms)
     return bool(released)
@@ -252,6 +266,7 @@ def renew_once(lease: LeaseBase) -> Steps[None]:
         lease._mark_lost("renewal refused: the row is gone, expired or another grant's")
         return
     lease._renewed(expires, sent, lease.ttl_ms)
+    yield from _places.cover_lease(lease, expires)
     _events.emit("renewed", lease.key, lease.holder, token=lease.token)
 
 
@@ -267,7 +282,9 @@ def run_with_lock(
 ) -> Steps[bool]:
     """The in-process guard, the lease, the work, the release (never raising), in order."""
     started = time.monotonic()
-    slot = ((yield from identify(model)), key)
+    slot: tuple[Any, ...] = ((yield from identify(model)), key)
+    if opts.max_holders is not None:
+        slot += (opts.holder,)  # counted: one run per holder of this process
     attempt = 0
     while not _guard.enter(slot):
         attempt += 1

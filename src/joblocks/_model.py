@@ -190,6 +190,11 @@ class JobLockModel(ModelCore):
         """The row of ``lock_key`` whatever its state (held or expired), or None."""
         return self._drive(_lifecycle.peek(self, lock_key))
 
+    def holders(self, lock_key: str) -> builtins.list[JobLock]:
+        """The holders of a key used with ``max_holders``: its place rows (held or
+        expired) by place; empty when the key is not a counted lease's."""
+        return self._drive(_lifecycle.holders(self, lock_key))
+
     # -- leases -----------------------------------------------------------------------
 
     def try_lease(
@@ -204,6 +209,7 @@ class JobLockModel(ModelCore):
         wait: _validate.Duration | None = None,
         on_lost: Callable[[Lease], None] | None = None,
         max_hold: _validate.Duration | None = None,
+        max_holders: int | None = None,
     ) -> Lease | None:
         """Take ``lock_key`` and return the grant as a :class:`~joblocks.Lease`, or None.
 
@@ -212,6 +218,8 @@ class JobLockModel(ModelCore):
         ``max_hold`` has passed; ``on_lost(lease)`` is called when it is found lost.
         ``min_hold`` keeps a released lease's row until acquired_at + min_hold.
         ``wait`` retries with capped exponential backoff and jitter for that long.
+        ``max_holders=N``: a counted lease, up to N holders of the key at once, each a
+        full lease of its own place (docs/concepts.md, "Several holders").
 
         Every duration (``ttl``, ``renew_every``, ``min_hold``, ``wait``, ``max_hold``) is
         milliseconds (int or float) or a ``datetime.timedelta``.
@@ -227,6 +235,7 @@ class JobLockModel(ModelCore):
             wait=wait,
             on_lost=on_lost,
             max_hold=max_hold,
+            max_holders=max_holders,
         )
         lease: Lease | None = self._drive(_lifecycle.take(self, key, opts, time.monotonic()))
         return lease

@@ -42,6 +42,7 @@ def run_with_lock(
     wait: _validate.Duration | None = None,
     on_lost: Callable[[Lease], None] | None = None,
     max_hold: _validate.Duration | None = None,
+    max_holders: int | None = None,
 ) -> bool:
     """Run ``work()`` only if ``lock_key`` can be taken for this worker; release after.
 
@@ -54,7 +55,8 @@ def run_with_lock(
     the work's worst case; a warning is logged when the work outlives it).
     ``keepalive=True`` renews it instead; ``min_hold``, ``wait``, ``on_lost``,
     ``renew_every`` and ``max_hold`` are as for :meth:`JobLockModel.try_lease` (``wait``
-    also waits out an overlapping call in this process).
+    also waits out an overlapping call in this process). ``max_holders=N``: a counted
+    lease, up to N holders of the key at once (docs/concepts.md, "Several holders").
 
     Every duration (``ttl``, ``renew_every``, ``min_hold``, ``wait``, ``max_hold``)
     is milliseconds (int or float) or a ``datetime.timedelta``.
@@ -71,6 +73,7 @@ def run_with_lock(
         wait=wait,
         on_lost=on_lost,
         max_hold=max_hold,
+        max_holders=max_holders,
     )
     return run_request(model, key, opts, work)
 
@@ -100,6 +103,7 @@ def lease(
     wait: _validate.Duration | None = None,
     on_lost: Callable[[Lease], None] | None = None,
     max_hold: _validate.Duration | None = None,
+    max_holders: int | None = None,
 ) -> Lease:
     """Take ``lock_key`` as a context manager; raise :class:`~joblocks.LockNotAcquired`
     when it is held elsewhere::
@@ -110,7 +114,8 @@ def lease(
                 process(batch)
 
     The lease is released when the block exits. Options as for
-    :meth:`JobLockModel.try_lease`; ``model=None`` means :func:`joblocks.get_model`.
+    :meth:`JobLockModel.try_lease` (``max_holders=N``: a counted lease);
+    ``model=None`` means :func:`joblocks.get_model`.
     Every duration (``ttl``, ``renew_every``, ``min_hold``, ``wait``, ``max_hold``)
     is milliseconds (int or float) or a ``datetime.timedelta``.
     """
@@ -125,6 +130,7 @@ def lease(
         wait=wait,
         on_lost=on_lost,
         max_hold=max_hold,
+        max_holders=max_holders,
     )
     if held is None:
         raise LockNotAcquired(lock_key)

@@ -25,6 +25,7 @@ from ._errors import (
     LockDriverMissing,
     LockError,
     LockExistsError,
+    LockHoldersMismatch,
     LockNotAcquired,
     LockPermissionError,
     LockReadOnlyError,
@@ -53,6 +54,7 @@ __all__ = [
     "LockDriverMissing",
     "LockError",
     "LockExistsError",
+    "LockHoldersMismatch",
     "LockNotAcquired",
     "LockPermissionError",
     "LockReadOnlyError",
@@ -185,6 +187,11 @@ class JobLockModel(ModelCore):
         """The row of ``lock_key`` whatever its state, or None."""
         return await self._drive(_lifecycle.peek(self, lock_key))
 
+    async def holders(self, lock_key: str) -> builtins.list[JobLock]:
+        """The place rows of a key used with ``max_holders`` (see
+        :meth:`joblocks.JobLockModel.holders`)."""
+        return await self._drive(_lifecycle.holders(self, lock_key))
+
     async def try_lease(
         self,
         lock_key: str,
@@ -197,12 +204,14 @@ class JobLockModel(ModelCore):
         wait: _validate.Duration | None = None,
         on_lost: Callable[[Lease], None] | None = None,
         max_hold: _validate.Duration | None = None,
+        max_holders: int | None = None,
     ) -> Lease | None:
         """Take ``lock_key`` and return the grant as a :class:`Lease`, or None.
 
         See :meth:`joblocks.JobLockModel.try_lease`; keep-alive runs as one task per
         event loop. Every duration (``ttl``, ``renew_every``, ``min_hold``, ``wait``,
         ``max_hold``) is milliseconds (int or float) or a ``datetime.timedelta``.
+        ``max_holders=N``: a counted lease (up to N holders of the key at once).
         """
         key = _validate.lock_key(lock_key)
         ttl_ms = _validate.duration_ms(ttl, "ttl")
@@ -215,6 +224,7 @@ class JobLockModel(ModelCore):
             wait=wait,
             on_lost=on_lost,
             max_hold=max_hold,
+            max_holders=max_holders,
         )
         held: Lease | None = await self._drive(_lifecycle.take(self, key, opts, time.monotonic()))
         return held
@@ -306,12 +316,14 @@ async def run_with_lock(
     on_lost: Callable[[Lease], None] | None = None,
     max_hold: _validate.Duration | None = None,
     cancel_on_loss: bool = False,
+    max_holders: int | None = None,
 ) -> bool:
     """Await ``work()`` only if ``lock_key`` can be taken for this worker; release after.
 
     See :func:`joblocks.run_with_lock`. Cancellation inside ``work`` still releases,
     then propagates. With ``keepalive=True`` and ``cancel_on_loss=True``, ``work`` is
     cancelled when the lease is found lost, and :class:`LeaseLost` is raised.
+    ``max_holders=N``: a counted lease (up to N holders of the key at once).
 
     Every duration (``ttl``, ``renew_every``, ``min_hold``, ``wait``, ``max_hold``)
     is milliseconds (int or float) or a ``datetime.timedelta``.
@@ -329,6 +341,7 @@ async def run_with_lock(
         wait=wait,
         on_lost=on_lost,
         max_hold=max_hold,
+        max_holders=max_holders,
     )
     return await _run_request(model, key, opts, work, cancel_on_loss)
 
@@ -443,12 +456,14 @@ async def lease(
     on_lost: Callable[[Lease], None] | None = None,
     max_hold: _validate.Duration | None = None,
     cancel_on_loss: bool = False,
+    max_holders: int | None = None,
 ) -> AsyncIterator[Lease]:
     """``async with joblocks.aio.lease(key, ttl) as held:`` — raises
     :class:`LockNotAcquired` when held elsewhere; released when the block exits.
 
     With ``keepalive=True`` and ``cancel_on_loss=True``, the task running the block is
     cancelled when the lease is found lost; :class:`LeaseLost` is raised from it.
+    ``max_holders=N``: a counted lease (up to N holders of the key at once).
 
     Every duration (``ttl``, ``renew_every``, ``min_hold``, ``wait``, ``max_hold``)
     is milliseconds (int or float) or a ``datetime.timedelta``.
@@ -465,6 +480,7 @@ async def lease(
         wait=wait,
         on_lost=on_lost,
         max_hold=max_hold,
+        max_holders=max_holders,
     )
     if held is None:
         raise LockNotAcquired(lock_key)

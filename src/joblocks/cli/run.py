@@ -155,6 +155,7 @@ class _Run:
                     wait=args.wait,
                     min_hold=args.min_hold,
                     on_lost=self._on_lost if args.keepalive else None,
+                    max_holders=args.max_holders,
                 )
             except _Interrupted as exc:
                 if lease is not None:  # the signal came right after the grant
@@ -252,7 +253,12 @@ class _Run:
             row = model.peek(self.key)
         except Exception:
             row = None
-        if row is not None and not row.expired:
+        if args.max_holders is not None:
+            with contextlib.suppress(Exception):
+                live = [r.holder for r in model.holders(self.key) if not r.expired]
+                names = ", ".join(printable(h) for h in live)
+                where = f"held by {len(live)} of {args.max_holders} holders ({names})"
+        elif row is not None and not row.expired:
             left = format_duration(row.remaining.total_seconds() * 1000)
             where = (
                 f"held by {printable(row.holder)} until {human_time(row.expires_at)} ({left} left)"
@@ -339,6 +345,22 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument(
         "-q", "--quiet", action="store_true", help="no message when the lock is held elsewhere"
     )
+    p.add_argument(
+        "--max-holders",
+        type=max_holders,
+        metavar="N",
+        help="a counted lock: run if fewer than N runs hold KEY (default: one at a time)",
+    )
+
+
+def max_holders(text: str) -> int:
+    """``--max-holders``: an int from 1 to 1000."""
+    from .._places import validate
+
+    try:
+        return validate(int(text))
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"{text!r}: {exc}") from None
 
 
 def split_command(parser: argparse.ArgumentParser, words: list[str]) -> argparse.Namespace:
