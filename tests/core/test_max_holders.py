@@ -58,7 +58,8 @@ def test_a_released_place_is_taken_by_the_next(model: Any, key: str) -> None:
     assert third.place == first.place
     assert third.token > max(first.token, second.token)  # a new grant of that place
     assert first.refresh() is False  # the released lease acts on its own grant only
-    assert second.refresh() is True and third.refresh() is True
+    assert second.refresh() is True
+    assert third.refresh() is True
     assert live_holders(model, key) == ["b", "c"]
     second.release()
     third.release()
@@ -202,7 +203,8 @@ def test_prune_removes_expired_places_and_group(model: Any, key: str) -> None:
     take(model, key, 2, "b", ttl=100)
     time.sleep(0.3)
     assert model.prune() == 3
-    assert model.peek(key) is None and model.holders(key) == []
+    assert model.peek(key) is None
+    assert model.holders(key) == []
 
 
 @pytest.mark.parametrize(
