@@ -16,12 +16,13 @@ How they are stored (docs/concepts.md, "Several holders"), in the reference's
   of its N and raises :class:`~joblocks.LockHoldersMismatch`, as it does when ``K`` is
   held as a single lease. ``peek(K)`` shows the group row; ``holders(K)`` its places.
 
-An acquire sends, on one connection: the group row's claim (1–2 statements), one read
-of the group row and its N places, then the acquire statement on free places in order
-until one is granted (usually one), then the group row's extension. Each statement is
-atomic on its own; no transaction spans them: a place is granted by the same statement
-that grants a single lease, and the group row only ever grows its expiry while a
-counted lease of the same N holds it.
+An acquire sends, on one connection: one read of the group row and its N places (all
+a refused try costs); the group row's claim only when it is absent or expired (then
+the read again); the acquire statement on free places in order until one is granted
+(usually the first); the group row's extension to the grant's expiry. Each statement
+is atomic on its own and no transaction spans them: a place is granted by the same
+statement that grants a single lease, and a grant whose group row was taken meanwhile
+(it expired in between) is given back.
 """
 
 from __future__ import annotations
@@ -143,41 +144,57 @@ def acquire(
     A holder that holds a live place of the key re-acquires that place (re-entrant, as a
     single lease), never a second one. Raises :class:`~joblocks.LockHoldersMismatch`
     when ``key`` is held as a single lease or with another ``max_holders``.
+
+    A refused try costs one read. The group row is claimed only when it is absent or
+    expired; a live one of this N is extended after the grant, and should it have been
+    taken meanwhile (it expired in between), the place is let go and the key read again.
     """
     ps = _statements(conn, st, table, n)
     marker = group_holder(n)
-    claim = {"key": key, "marker": marker, "ttl": ttl_ms}
-    if _ops.execute(conn, ps.claim, claim).rowcount < 1:
-        _ops.execute(conn, ps.claim_insert, claim)
-    group, taken = _read(conn, ps, key, n)
-    if group is None or group.holder != marker or group.expired:
-        raise LockHoldersMismatch(key, n, _described(group))
-    mine = [i for i, row in sorted(taken.items()) if row.holder == holder and not row.expired]
-    free = [i for i in range(1, n + 1) if i not in taken or taken[i].expired]
-    for place in mine[:1] or free:
-        row_id = place_id(key, place)
-        grant = _ops.acquire(conn, st, row_id, holder, ttl_ms)
-        if grant is None:
-            continue  # taken since the read: try the next free place
-        if grant.expires_ms is None:  # MySQL/MariaDB report only the token
-            got = _ops.peek(conn, st, row_id)
-            if got is not None and got.fence == grant.fence:
+    group: JobLock | None = None
+    for _ in range(3):
+        group, taken = _read(conn, ps, key, n)
+        if group is None or group.expired:
+            claim = {"key": key, "marker": marker, "ttl": ttl_ms}
+            if _ops.execute(conn, ps.claim, claim).rowcount < 1:
+                _ops.execute(conn, ps.claim_insert, claim)
+            group, taken = _read(conn, ps, key, n)
+        if group is None or group.holder != marker or group.expired:
+            break
+        mine = [i for i, row in sorted(taken.items()) if row.holder == holder and not row.expired]
+        free = [i for i in range(1, n + 1) if i not in taken or taken[i].expired]
+        for place in mine[:1] or free:
+            row_id = place_id(key, place)
+            grant = _ops.acquire(conn, st, row_id, holder, ttl_ms)
+            if grant is None:
+                continue  # taken since the read: try the next free place
+            if grant.expires_ms is None:  # MySQL/MariaDB report only the token
+                got = _ops.peek(conn, st, row_id)
+                if got is None or got.fence != grant.fence:
+                    return grant, row_id  # already lost: the lease finds it so
                 grant = _ops.Grant(
                     grant.fence,
                     round(got.acquired_at.timestamp() * 1000),
                     round(got.expires_at.timestamp() * 1000),
                 )
-        if grant.expires_ms is not None:
-            cover(conn, st, table, key, n, grant.expires_ms)
-        return grant, row_id
-    return None
+            assert grant.expires_ms is not None  # noqa: S101 - filled above
+            if cover(conn, st, table, key, n, grant.expires_ms):
+                return grant, row_id
+            # The group row is no longer this N's: give the place back, look again.
+            _ops.release_lease(conn, st, row_id, holder, grant.fence, 0)
+            break
+        else:
+            return None
+    raise LockHoldersMismatch(key, n, _described(group))
 
 
-def cover(conn: Connection, st: Statements, table: Table, key: str, n: int, until_ms: int) -> None:
+def cover(conn: Connection, st: Statements, table: Table, key: str, n: int, until_ms: int) -> bool:
     """Extend the group row of ``key`` (``n`` places) to expire no earlier than
-    ``until_ms`` (epoch ms, the database's clock): a place's new expiry."""
+    ``until_ms`` (epoch ms, the database's clock): a place's new expiry. False when
+    the key has no group row of this N."""
     ps = _statements(conn, st, table, n)
-    _ops.execute(conn, ps.extend, {"key": key, "marker": group_holder(n), "until": until_ms})
+    values = {"key": key, "marker": group_holder(n), "until": until_ms}
+    return _ops.execute(conn, ps.extend, values).rowcount > 0
 
 
 def holders(conn: Connection, st: Statements, table: Table, key: str) -> list[JobLock]:
