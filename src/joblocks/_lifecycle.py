@@ -201,7 +201,8 @@ def lease_refresh(
     expires = yield from call(
         lease._model, "refresh", _ops.refresh_lease, lease.key, lease.holder, lease.token, args[0]
     )
-    yield from _places.cover_lease(lease, expires)
+    if lease._group is not None:
+        yield from _places.cover_lease(lease, expires)
     return lease._refreshed(expires, sent, *args)
 
 
@@ -266,7 +267,8 @@ def renew_once(lease: LeaseBase) -> Steps[None]:
         lease._mark_lost("renewal refused: the row is gone, expired or another grant's")
         return
     lease._renewed(expires, sent, lease.ttl_ms)
-    yield from _places.cover_lease(lease, expires)
+    if lease._group is not None:
+        yield from _places.cover_lease(lease, expires)
     _events.emit("renewed", lease.key, lease.holder, token=lease.token)
 
 

@@ -27,9 +27,10 @@ statement that grants a single lease, and a grant whose group row was taken mean
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Connection, Table
+from sqlalchemy import Connection, Dialect, Table
 
 from . import _ops
 from ._base import log
@@ -49,8 +50,6 @@ PLACE_MARK = "\u241f"
 GROUP_HOLDER = "joblocks:max_holders="
 #: The largest ``max_holders``.
 MAX_HOLDERS = 1000
-
-_cache: dict[tuple[int, int, int], tuple[Statements, Table, PlaceStatements]] = {}
 
 
 def place_id(key: str, place: int) -> str:
@@ -99,12 +98,15 @@ def check_key(key: str, n: int) -> None:
         )
 
 
+@functools.lru_cache(maxsize=256)
+def _prepared(dialect: Dialect, table: Table, n: int) -> PlaceStatements:
+    return places(dialect, table, n)
+
+
 def _statements(conn: Connection, st: Statements, table: Table, n: int) -> PlaceStatements:
-    slot = (id(st), id(table), n)
-    found = _cache.get(slot)
-    if found is None or found[0] is not st or found[1] is not table:
-        found = _cache[slot] = (st, table, places(conn.dialect, table, n))
-    return found[2]
+    """The statements of ``n`` places on ``table``, prepared once per dialect, table and
+    N (a bounded cache: a model that is gone is dropped from it in time)."""
+    return _prepared(conn.dialect, table, n)
 
 
 def _read(
