@@ -182,7 +182,7 @@ def take(
     if opts.max_holders is not None:
         lease._group = (key, opts.max_holders)
     waited = (sent - started) * 1000 if opts.wait_ms is not None else None
-    _events.emit("acquired", key, holder, token=grant.fence, waited_ms=waited)
+    _events.emit("acquired", row, holder, token=grant.fence, waited_ms=waited)
     if not mine:
         lease._mark_lost("the row changed right after it was granted")
     elif opts.keepalive:
@@ -226,7 +226,7 @@ def lease_release(lease: LeaseBase) -> Steps[bool]:
         _events.emit("error", lease.key, lease.holder, token=lease.token, error=exc)
         raise
     if released and lease._group is not None:
-        yield from _places.cover_lease(lease, _places.held_until(lease))
+        yield from _places.after_release(lease)
     held_ms = (time.monotonic() - lease._started) * 1000
     _events.emit("released", lease.key, lease.holder, token=lease.token, held_ms=held_ms)
     return bool(released)

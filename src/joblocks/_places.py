@@ -15,6 +15,8 @@ How they are stored (docs/concepts.md, "Several holders"), in the reference's
   of the reference's surface, and a counted lease with another N finds the group row
   of its N and raises :class:`~joblocks.LockHoldersMismatch`, as it does when ``K`` is
   held as a single lease. ``peek(K)`` shows the group row; ``holders(K)`` its places.
+  The release of the last live place deletes the group row (one conditional DELETE);
+  after a crash it expires with the places it covered.
 
 An acquire sends, on one connection: one read of the group row and its N places (all
 a refused try costs); the group row's claim only when it is absent or expired (then
@@ -148,20 +150,23 @@ def acquire(
     when ``key`` is held as a single lease or with another ``max_holders``.
 
     A refused try costs one read. The group row is claimed only when it is absent or
-    expired; a live one of this N is extended after the grant, and should it have been
-    taken meanwhile (it expired in between), the place is let go and the key read again.
+    expired; a live one of this N is extended after the grant, and should it be gone
+    meanwhile (deleted with the last place's release, or expired and taken), the place
+    is given back and the key read again.
     """
     ps = _statements(conn, st, table, n)
     marker = group_holder(n)
     group: JobLock | None = None
-    for _ in range(3):
+    for _ in range(5):
         group, taken = _read(conn, ps, key, n)
         if group is None or group.expired:
             claim = {"key": key, "marker": marker, "ttl": ttl_ms}
             if _ops.execute(conn, ps.claim, claim).rowcount < 1:
                 _ops.execute(conn, ps.claim_insert, claim)
             group, taken = _read(conn, ps, key, n)
-        if group is None or group.holder != marker or group.expired:
+        if group is None:
+            continue  # deleted right after the claim (its last place released)
+        if group.holder != marker or group.expired:
             break
         mine = [i for i, row in sorted(taken.items()) if row.holder == holder and not row.expired]
         free = [i for i in range(1, n + 1) if i not in taken or taken[i].expired]
@@ -182,11 +187,15 @@ def acquire(
             assert grant.expires_ms is not None  # noqa: S101 - filled above
             if cover(conn, st, table, key, n, grant.expires_ms):
                 return grant, row_id
-            # The group row is no longer this N's: give the place back, look again.
+            # The group row is gone or no longer this N's: give the place back, look again.
             _ops.release_lease(conn, st, row_id, holder, grant.fence, 0)
             break
         else:
             return None
+    else:
+        # The group row was deleted (its last place released) under every grant tried:
+        # a busy key, not another use of it (``wait=`` tries again).
+        return None
     raise LockHoldersMismatch(key, n, _described(group))
 
 
@@ -197,6 +206,15 @@ def cover(conn: Connection, st: Statements, table: Table, key: str, n: int, unti
     ps = _statements(conn, st, table, n)
     values = {"key": key, "marker": group_holder(n), "until": until_ms}
     return _ops.execute(conn, ps.extend, values).rowcount > 0
+
+
+def leave(conn: Connection, st: Statements, table: Table, key: str, n: int) -> bool:
+    """Delete the group row of ``key`` if none of its ``n`` places is live any more
+    (after a release); True when it was deleted."""
+    values: dict[str, Any] = {"key": key, "marker": group_holder(n)}
+    for i in range(1, n + 1):
+        values[f"p{i}"] = place_id(key, i)
+    return _ops.execute(conn, _statements(conn, st, table, n).leave, values).rowcount > 0
 
 
 def holders(conn: Connection, st: Statements, table: Table, key: str) -> list[JobLock]:
@@ -235,6 +253,24 @@ def cover_lease(lease: LeaseBase, until_ms: int | None) -> Steps[None]:
         yield from call(model, "renew", cover, model.table, group[0], group[1], until_ms)
     except Exception as exc:
         log.warning("joblocks: extending the group row of %r failed: %s", group[0], exc)
+
+
+def after_release(lease: LeaseBase) -> Steps[None]:
+    """After a place was released: a place kept for its min_hold is covered by the group
+    row; otherwise the group row goes when no place is live any more (a failure is
+    logged: the group row then expires by itself)."""
+    group = lease._group
+    if group is None:
+        return
+    until = held_until(lease)
+    if until is not None:
+        yield from cover_lease(lease, until)
+        return
+    model = lease._model
+    try:
+        yield from call(model, "release", leave, model.table, group[0], group[1])
+    except Exception as exc:
+        log.warning("joblocks: removing the group row of %r failed: %s", group[0], exc)
 
 
 def held_until(lease: LeaseBase) -> int | None:

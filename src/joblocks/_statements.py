@@ -370,6 +370,7 @@ class PlaceStatements:
     claim_insert: Prepared
     read: Prepared
     extend: Prepared
+    leave: Prepared
 
 
 def places(dialect: Dialect, table: Table, n: int) -> PlaceStatements:
@@ -395,6 +396,7 @@ def places(dialect: Dialect, table: Table, n: int) -> PlaceStatements:
         else " ON CONFLICT (id) DO NOTHING"
     )
     ids = ", ".join([":key"] + [f":p{i}" for i in range(1, n + 1)])
+    place_ids = ", ".join(f":p{i}" for i in range(1, n + 1))
     until = "CAST(:until AS BIGINT)" if prof.family == "postgresql" else ":until"
     return PlaceStatements(
         claim=_prepare(dialect, claim),
@@ -404,5 +406,14 @@ def places(dialect: Dialect, table: Table, n: int) -> PlaceStatements:
             dialect,
             f"UPDATE {t} SET expires_at = CASE WHEN expires_at < {until} THEN {until} "
             "ELSE expires_at END WHERE id = :key AND holder = :marker",
+        ),
+        # After the last live place was released: the group row goes too. The places
+        # are read through a derived table (MySQL refuses a DELETE whose subquery
+        # reads the table it deletes from directly).
+        leave=_prepare(
+            dialect,
+            f"DELETE FROM {t} WHERE id = :key AND holder = :marker AND NOT EXISTS "
+            f"(SELECT 1 FROM (SELECT id FROM {t} WHERE id IN ({place_ids}) "
+            f"AND expires_at > {now}) AS live_places)",
         ),
     )
