@@ -276,3 +276,18 @@ def test_single_instance_async_with_max_holders(db_url: str, table_name: str, ke
             await model.dispose()
 
     assert asyncio.run(main()) == [joblocks.worker_id(), None]
+
+
+def test_events_name_the_place(model: Any, key: str) -> None:
+    seen: list[joblocks.Event] = []
+    joblocks.add_listener(seen.append)
+    try:
+        lease = take(model, key, 2, "a")
+        take(model, key, 2, "b")
+        assert take(model, key, 2, "c") is None
+        lease.release()
+    finally:
+        joblocks.remove_listener(seen.append)
+    mine = [(e.kind, e.key) for e in seen if e.holder == "a"]
+    assert mine == [("acquired", lease.key), ("released", lease.key)]
+    assert [(e.kind, e.key) for e in seen if e.holder == "c"] == [("conflict", key)]
