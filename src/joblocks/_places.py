@@ -43,7 +43,8 @@ from ._steps import Steps, call
 
 if TYPE_CHECKING:
     from ._base import ModelCore
-    from ._lease import LeaseBase, LeaseOptions
+    from ._lease import LeaseBase
+    from ._options import LeaseOptions
 
 #: Separates a key from its place number in a place row's id (U+241F, SYMBOL FOR UNIT
 #: SEPARATOR): ``"export␟1"``.
