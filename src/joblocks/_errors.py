@@ -164,6 +164,19 @@ class LockNotAcquired(LockError):
         super().__init__(f"lock {lock_key!r} is held by another holder")
 
 
+class LockHoldersMismatch(LockError):
+    """A counted lease (``max_holders=N``) met the key in use another way: held as a
+    single lease, or as a counted lease with another ``max_holders``. Nothing was taken."""
+
+    def __init__(self, lock_key: str, max_holders: int, found: str) -> None:
+        self.lock_key = lock_key
+        self.max_holders = max_holders
+        self.found = found
+        super().__init__(
+            f"lock {lock_key!r} cannot be taken with max_holders={max_holders}: it is {found}"
+        )
+
+
 class LeaseLost(LockError):
     """The lease is no longer held by its holder (expired, released or taken over)."""
 

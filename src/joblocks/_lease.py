@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from sqlalchemy import Table, exists
 from sqlalchemy.sql.elements import ColumnElement
 
-from . import _events, _lifecycle, _ops, _validate
+from . import _events, _lifecycle, _ops, _places, _validate
 from ._clock import db_now_ms
 from ._errors import LeaseLost
 from ._records import from_ms
@@ -64,6 +64,8 @@ class LeaseBase(abc.ABC):
     _run_error: BaseException | None = None
     #: ``liveness="session"``: the lease's session lock (a ``_liveness.Live``).
     _live: Any = None
+    #: A counted lease (``max_holders``): (the key, N); its ``key`` is its place's row.
+    _group: tuple[str, int] | None = None
 
     def __init__(
         self,
@@ -129,6 +131,12 @@ class LeaseBase(abc.ABC):
     def lost_reason(self) -> str | None:
         """Why the lease was lost, or None."""
         return self._lost_reason
+
+    @property
+    def place(self) -> int | None:
+        """The place (1 … N) a counted lease (``max_holders=N``) holds, else None; its
+        :attr:`key` is then the place's row id, ``lock_key`` + ``"\u241f"`` + place."""
+        return None if self._group is None else int(self.key.rpartition(_places.PLACE_MARK)[2])
 
     @property
     def released(self) -> bool:

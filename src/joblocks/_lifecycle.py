@@ -14,7 +14,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any, Callable
 
-from . import _events, _guard, _ledger, _liveness, _ops, _slots, _tables, _validate
+from . import _events, _guard, _ledger, _liveness, _ops, _places, _slots, _tables, _validate
 from ._base import log
 from ._errors import LockBackendError, LockExistsError
 from ._records import JobLock
@@ -69,6 +69,11 @@ def refresh(model: ModelCore, lock_key: str, ttl: _validate.Duration, holder: st
 def peek(model: ModelCore, lock_key: str) -> Steps[JobLock | None]:
     key = _validate.lock_key(lock_key)
     return (yield from call(model, "peek", _ops.peek, key))
+
+
+def holders(model: ModelCore, lock_key: str) -> Steps[list[JobLock]]:
+    key = _validate.lock_key(lock_key)
+    return (yield from call(model, "peek", _places.holders, model.table, key))
 
 
 def list_locks(model: ModelCore, state: _ops.State) -> Steps[list[JobLock]]:
@@ -150,6 +155,7 @@ def take(
     backoff; the lease, or None when it stays taken. ``times=False``: MySQL's grant
     times are read only when the lease needs them (keep-alive, ``on_lost``)."""
     holder = opts.holder
+    row = key  # the row taken: a place of the key with max_holders (``_places``)
     attempt = 0
     slot = None
     if opts.schedule is not None:
@@ -161,7 +167,9 @@ def take(
         try:
             if live is not None:
                 yield from live.hold()
-            if opts.schedule is None:
+            if opts.max_holders is not None:  # not with schedule= or liveness (LeaseOptions)
+                grant, row = yield from _places.take(model, key, holder, opts)
+            elif opts.schedule is None:
                 grant = yield from call(model, "acquire", _ops.acquire, key, holder, opts.ttl_ms)
             else:
                 grant, slot, skip = yield from call(
@@ -195,14 +203,16 @@ def take(
     mine = True
     if grant.acquired_ms is None and (times or opts.keepalive or opts.on_lost):
         # MySQL/MariaDB report only the token: read the row's times.
-        grant, mine = fill_times(grant, (yield from call(model, "peek", _ops.peek, key)))
-    lease = model._lease_type(model, **opts.lease_state(key, grant, sent, opts.ttl_ms))
+        grant, mine = fill_times(grant, (yield from call(model, "peek", _ops.peek, row)))
+    lease = model._lease_type(model, **opts.lease_state(row, grant, sent, opts.ttl_ms))
+    if opts.max_holders is not None:
+        lease._group = (key, opts.max_holders)
     if slot is not None:
         _slots.started(lease, slot)
     if live is not None:
         lease._live = live
     waited = (sent - started) * 1000 if opts.wait_ms is not None else None
-    _events.emit("acquired", key, holder, token=grant.fence, waited_ms=waited)
+    _events.emit("acquired", row, holder, token=grant.fence, waited_ms=waited)
     if not mine:
         lease._mark_lost("the row changed right after it was granted")
     elif opts.keepalive:
@@ -223,6 +233,8 @@ def lease_refresh(
     expires = yield from call(
         lease._model, "refresh", _ops.refresh_lease, lease.key, lease.holder, lease.token, args[0]
     )
+    if lease._group is not None:
+        yield from _places.cover_lease(lease, expires)
     return lease._refreshed(expires, sent, *args)
 
 
@@ -250,6 +262,8 @@ def lease_release(lease: LeaseBase) -> Steps[bool]:
     finally:
         if lease._live is not None:
             yield from _liveness.release(lease, bool(lease._min_hold_ms or lease._hold_until_ms))
+    if released and lease._group is not None:
+        yield from _places.after_release(lease)
     held_ms = (time.monotonic() - lease._started) * 1000
     outcome = _ledger.outcome_of(lease)
     _events.emit(
@@ -295,6 +309,8 @@ def renew_once(lease: LeaseBase) -> Steps[None]:
         lease._mark_lost("renewal refused: the row is gone, expired or another grant's")
         return
     lease._renewed(expires, sent, lease.ttl_ms)
+    if lease._group is not None:
+        yield from _places.cover_lease(lease, expires)
     _events.emit("renewed", lease.key, lease.holder, token=lease.token)
 
 
@@ -310,7 +326,9 @@ def run_with_lock(
 ) -> Steps[bool]:
     """The in-process guard, the lease, the work, the release (never raising), in order."""
     started = time.monotonic()
-    slot = ((yield from identify(model)), key)
+    slot: tuple[Any, ...] = ((yield from identify(model)), key)
+    if opts.max_holders is not None:
+        slot += (opts.holder,)  # counted: one run per holder of this process
     attempt = 0
     while not _guard.enter(slot):
         attempt += 1

@@ -210,6 +210,11 @@ class JobLockModel(ModelCore):
         """The row of ``lock_key`` whatever its state (held or expired), or None."""
         return self._drive(_lifecycle.peek(self, lock_key))
 
+    def holders(self, lock_key: str) -> builtins.list[JobLock]:
+        """The holders of a key used with ``max_holders``: its place rows (held or
+        expired) by place; empty when the key is not a counted lease's."""
+        return self._drive(_lifecycle.holders(self, lock_key))
+
     # -- leases -----------------------------------------------------------------------
 
     def try_lease(

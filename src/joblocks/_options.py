@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Callable, Generic, Literal, TypeVar
 
 from typing_extensions import TypedDict
 
-from . import _liveness, _validate
+from . import _liveness, _places, _validate
 from ._schedule import Schedule
 
 if TYPE_CHECKING:
@@ -52,7 +52,11 @@ class RunOptions(TypedDict, Generic[L], total=False):
     - ``liveness`` (``"ttl"``, the default, or ``"session"``): with ``"session"`` the
       holder also holds a session lock tied to the key while its process lives, so a
       holder whose process died is taken over at once, not after its ttl (see
-      docs/concepts.md, "Liveness"); not together with ``schedule``.
+      docs/concepts.md, "Liveness"); not together with ``schedule``;
+    - ``max_holders`` (an int, 1 … 1000; None, the default: one holder): a counted
+      lease, up to N holders of the key at once, each a full lease of its own place
+      (see docs/concepts.md, "Several holders"); not together with ``schedule`` or
+      ``liveness="session"``.
     """
 
     keepalive: bool
@@ -65,6 +69,7 @@ class RunOptions(TypedDict, Generic[L], total=False):
     timezone: str | tzinfo | None
     record: bool | Literal["all"] | None
     liveness: str
+    max_holders: int | None
 
 
 class LeaseKwargs(RunOptions[L], total=False):
@@ -89,6 +94,7 @@ class LeaseOptions:
         "keepalive",
         "liveness",
         "max_hold_ms",
+        "max_holders",
         "min_hold_ms",
         "on_lost",
         "record",
@@ -113,6 +119,7 @@ class LeaseOptions:
         timezone: str | tzinfo | None = None,
         record: bool | str | None = None,
         liveness: str = "ttl",
+        max_holders: int | None = None,
     ) -> None:
         self.ttl_ms = ttl_ms
         self._holder = None if holder is None else _validate.holder(holder)
@@ -150,6 +157,11 @@ class LeaseOptions:
                 "liveness='session' cannot be combined with schedule= (a slot's run is not "
                 "taken over from a dead holder: the slot stays run)"
             )
+        self.max_holders = None if max_holders is None else _places.validate(max_holders)
+        if self.max_holders is not None and (self.schedule is not None or self.liveness != "ttl"):
+            raise ValueError(
+                "max_holders cannot be combined with schedule= or liveness='session' (yet)"
+            )
 
     @classmethod
     def of(
@@ -177,6 +189,7 @@ class LeaseOptions:
             timezone=options.get("timezone"),
             record=options.get("record"),
             liveness=options.get("liveness", "ttl"),
+            max_holders=options.get("max_holders"),
         )
 
     def for_run(

@@ -27,6 +27,7 @@ from ._errors import (
     LockDriverMissing,
     LockError,
     LockExistsError,
+    LockHoldersMismatch,
     LockNotAcquired,
     LockPermissionError,
     LockReadOnlyError,
@@ -63,6 +64,7 @@ __all__ = [
     "LockDriverMissing",
     "LockError",
     "LockExistsError",
+    "LockHoldersMismatch",
     "LockNotAcquired",
     "LockPermissionError",
     "LockReadOnlyError",
@@ -220,6 +222,11 @@ class JobLockModel(ModelCore):
     async def peek(self, lock_key: str) -> JobLock | None:
         """The row of ``lock_key`` whatever its state, or None."""
         return await self._drive(_lifecycle.peek(self, lock_key))
+
+    async def holders(self, lock_key: str) -> builtins.list[JobLock]:
+        """The place rows of a key used with ``max_holders`` (see
+        :meth:`joblocks.JobLockModel.holders`)."""
+        return await self._drive(_lifecycle.holders(self, lock_key))
 
     async def try_lease(
         self,

@@ -65,7 +65,7 @@ def test_the_option_sets_are_the_documented_ones() -> None:
     run = set(joblocks.RunOptions.__optional_keys__)
     assert run == {
         "keepalive", "renew_every", "min_hold", "wait", "on_lost", "max_hold",
-        "schedule", "timezone", "record", "liveness",
+        "schedule", "timezone", "record", "liveness", "max_holders",
     }  # fmt: skip
     assert set(joblocks.LeaseKwargs.__optional_keys__) == run | {"holder"}
 

@@ -67,18 +67,32 @@ def cmd_peek(args: argparse.Namespace) -> int:
     """``joblocks peek``: one row in any state; exit 1 when there is none (also when
     the SQLite file does not exist yet: it is not created)."""
     path = sqlite_file(resolve_url(args)[0])
+    from .._places import group_size
+
+    holders: list[Any] = []
     if path is not None and not path.exists():
         lock = None
     else:
         model = open_model(args, create_table=False, must_exist=True)
         try:
             lock = model.peek(args.key)
+            if lock is not None and group_size(lock.holder) is not None:
+                holders = model.holders(args.key)
         finally:
             model.dispose()
     if args.json:
-        out(dump_json(None if lock is None else lock_json(lock)))
+        shown = None if lock is None else lock_json(lock)
+        if shown is not None and holders:
+            shown["holders"] = [lock_json(place) for place in holders]
+        out(dump_json(shown))
     elif lock is not None:
         out(fields(lock_fields(lock)))
+        if holders:
+            # A key used with max_holders: its row is the group row, its holders the
+            # rows of its places (docs/concepts.md, "Several holders").
+            live = sum(1 for place in holders if not place.expired)
+            out(f"\nholders ({live} held of {group_size(lock.holder)} places):")
+            stream_table(LIST_COLUMNS, (lock_row(place) for place in holders))
     if lock is None:
         if not args.json:
             err(f"no lock row for {printable(repr(args.key))}")

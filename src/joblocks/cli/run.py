@@ -158,6 +158,7 @@ class _Run:
                     schedule=args.schedule,
                     record=args.record,
                     liveness=args.liveness,
+                    max_holders=args.max_holders,
                 )
             except _Interrupted as exc:
                 if lease is not None:  # the signal came right after the grant
@@ -266,7 +267,12 @@ class _Run:
             row = model.peek(self.key)
         except Exception:
             row = None
-        if row is not None and not row.expired:
+        if args.max_holders is not None:
+            with contextlib.suppress(Exception):
+                live = [r.holder for r in model.holders(self.key) if not r.expired]
+                names = ", ".join(printable(h) for h in live)
+                where = f"held by {len(live)} of {args.max_holders} holders ({names})"
+        elif row is not None and not row.expired:
             left = format_duration(row.remaining.total_seconds() * 1000)
             where = (
                 f"held by {printable(row.holder)} until {human_time(row.expires_at)} ({left} left)"
@@ -398,6 +404,22 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
         help="write the run to the run ledger (job_runs; see joblocks history/status); "
         "--record all: also a start that found the lock held, as skipped",
     )
+    p.add_argument(
+        "--max-holders",
+        type=max_holders,
+        metavar="N",
+        help="a counted lock: run if fewer than N runs hold KEY (default: one at a time)",
+    )
+
+
+def max_holders(text: str) -> int:
+    """``--max-holders``: an int from 1 to 1000."""
+    from .._places import validate
+
+    try:
+        return validate(int(text))
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"{text!r}: {exc}") from None
 
 
 def split_command(parser: argparse.ArgumentParser, words: list[str]) -> argparse.Namespace:
