@@ -32,3 +32,18 @@ class db_now_ms(FunctionElement[int]):
 @compiles(db_now_ms)
 def _compile_db_now_ms(element: db_now_ms, compiler: SQLCompiler, **kw: object) -> str:
     return profile(compiler.dialect).wall_now
+
+
+class statement_now_ms(FunctionElement[int]):
+    """SQL expression: the database's now in epoch ms, one value for the whole statement
+    (:attr:`~joblocks._dialects.Profile.statement_now`)."""
+
+    type = BigInteger()
+    inherit_cache = True
+
+
+@compiles(statement_now_ms)
+def _compile_statement_now_ms(
+    element: statement_now_ms, compiler: SQLCompiler, **kw: object
+) -> str:
+    return profile(compiler.dialect).statement_now

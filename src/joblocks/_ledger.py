@@ -22,14 +22,10 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Literal, Union
 
 from sqlalchemy import Connection, MetaData, Table, delete, func, insert, or_, select, update
-from sqlalchemy.ext.compiler import compiles
-from sqlalchemy.sql.compiler import SQLCompiler
-from sqlalchemy.sql.functions import FunctionElement
 
 from . import _events, _validate
 from ._base import log
-from ._clock import db_now_ms
-from ._dialects import profile
+from ._clock import db_now_ms, statement_now_ms
 from ._records import from_ms
 from ._schema import MAX_RUN_ERROR, build_runs_table, decode_text, ensure_table, runs_table_name
 from ._steps import Sleep, Steps, call
@@ -55,17 +51,6 @@ def check_record(value: object, name: str = "record") -> Record:
     raise (ValueError if isinstance(value, str) else TypeError)(
         f'{name} must be True, False or "all", not {value!r}'
     )
-
-
-class stmt_now_ms(FunctionElement[int]):
-    """The database's now in epoch ms, one value for the whole statement."""
-
-    inherit_cache = True
-
-
-@compiles(stmt_now_ms)
-def _compile_stmt_now(element: stmt_now_ms, compiler: SQLCompiler, **kw: object) -> str:
-    return profile(compiler.dialect).statement_now
 
 
 @dataclass(frozen=True)
@@ -185,7 +170,7 @@ def _finish(
     conn: Connection, st: Statements, ledger: Ledger, run_id: int, outcome: str, error: str | None
 ) -> None:
     t = ledger.table
-    now = stmt_now_ms()
+    now = statement_now_ms()
     conn.execute(
         update(t)
         .where(t.c.id == run_id)
@@ -195,7 +180,7 @@ def _finish(
 
 def _skip(conn: Connection, st: Statements, ledger: Ledger, values: dict[str, Any]) -> None:
     ledger.ensure(conn)
-    now = stmt_now_ms()
+    now = statement_now_ms()
     conn.execute(
         insert(ledger.table).values(
             started_at=now, ended_at=now, duration_ms=0, outcome="skipped", **values
@@ -380,41 +365,3 @@ def prune_runs(model: ModelCore, older_than: _validate.Duration, batch_size: int
 
 def profile_single_file(model: ModelCore) -> bool:
     return bool(model.statements.profile.single_file)
-
-
-# -- status: overdue --------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class KeyStatus:
-    """What ``joblocks status`` says about one key (times in epoch ms, db clock)."""
-
-    run: Run
-    ago_ms: int
-    overdue: bool
-    missed_slot_ms: int | None  # the start of the complete slot that had no run
-    note: str | None
-
-
-def key_status(run: Run, now_ms: int) -> KeyStatus:
-    """Overdue: the key's schedule had a complete slot after its last run with no run."""
-    started = round(run.started_at.timestamp() * 1000)
-    ago = now_ms - started
-    if run.schedule is None:
-        return KeyStatus(run, ago, False, None, None)
-    try:
-        from ._schedule import Schedule
-
-        schedule = Schedule.parse(run.schedule, run.timezone)
-        previous = schedule.previous_slot(now_ms)
-    except Exception as exc:  # an expression this version cannot read
-        return KeyStatus(run, ago, False, None, f"schedule not readable: {exc}")
-    if previous is None:
-        return KeyStatus(run, ago, False, None, None)
-    slot_start = previous[0]
-    covered = round(run.slot.timestamp() * 1000) if run.slot is not None else started
-    in_progress = run.outcome is None
-    skipped_only = run.outcome == "skipped"
-    # The run covers its own slot; an unfinished run blocks the slots it outlives.
-    overdue = not in_progress and (covered < slot_start or skipped_only)
-    return KeyStatus(run, ago, overdue, slot_start if overdue else None, None)

@@ -16,7 +16,8 @@ from pathlib import Path
 from sqlalchemy import update
 
 import joblocks
-from joblocks._ledger import key_status, ledger_of
+from joblocks._ledger import ledger_of
+from joblocks._overdue import key_status
 
 TIMEOUT = 60
 

@@ -26,8 +26,9 @@ from ._common import (
 from ._format import dump_json, format_duration, human_time, iso, out, printable, table
 
 if TYPE_CHECKING:
-    from .._ledger import KeyStatus, Run
+    from .._ledger import Run
     from .._model import JobLockModel
+    from .._overdue import KeyStatus
 
 
 def _model_or_none(args: argparse.Namespace) -> JobLockModel | None:
@@ -151,7 +152,8 @@ def status_json(status: KeyStatus) -> dict[str, Any]:
 
 def cmd_status(args: argparse.Namespace) -> int:
     """``joblocks status``: per key its last run; exit 1 when a key is overdue."""
-    from .._ledger import key_status, latest_runs
+    from .._ledger import latest_runs
+    from .._overdue import key_status
 
     model = _model_or_none(args)
     try:
