@@ -10,8 +10,9 @@ belong to the faces.
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections.abc import Mapping
-from typing import Any, Literal, NamedTuple
+from typing import Any, Callable, Literal, NamedTuple, TypeVar
 
 from sqlalchemy import Connection
 from sqlalchemy import exc as sa_exc
@@ -20,10 +21,22 @@ from ._dialects import profile
 from ._engines import ISOLATION_INFO, ReadCommitted, read_committed_wrapper
 from ._records import JobLock
 from ._schema import decode_text
-from ._sqla import dbapi_error, invalidate_pool
+from ._sqla import dbapi_error, driver_connection, invalidate_pool, on_driver_thread
 from ._statements import AcquireStep, Prepared, Statements
 
 State = Literal["all", "held", "expired", "live"]
+T = TypeVar("T")
+
+
+class _InPlace(threading.local):
+    """While :func:`in_place` runs an operation: the driver's own connection its
+    statements go to, and how a statement that met another writer waits for it."""
+
+    connection: Any = None
+    wait: Callable[[Callable[[Any], Any]], Any] | None = None
+
+
+_in_place = _InPlace()
 
 
 class Grant(NamedTuple):
@@ -59,7 +72,8 @@ def execute(conn: Connection, stmt: Prepared, values: Mapping[str, Any]) -> _Res
     ...), and a lost connection is invalidated so the pool replaces it.
     """
     fairy = conn.connection
-    dbapi_connection = fairy.dbapi_connection
+    native = _in_place.connection
+    dbapi_connection = native or fairy.dbapi_connection
     assert dbapi_connection is not None  # noqa: S101 - checked out by the caller
     params = stmt.params(values)
     cursor = dbapi_connection.cursor()
@@ -70,6 +84,8 @@ def execute(conn: Connection, stmt: Prepared, values: Mapping[str, Any]) -> _Res
             wrapper = info[ISOLATION_INFO] = read_committed_wrapper(conn.dialect, cursor)
         if wrapper is not None:
             return _in_read_committed(cursor, wrapper, stmt.sql, params)
+        if native is not None:
+            return _sent_in_place(cursor, stmt.sql, params)
         cursor.execute(stmt.sql, params)
         rows = cursor.fetchall() if cursor.description else []
         return _Result(list(rows), cursor.rowcount, getattr(cursor, "lastrowid", None))
@@ -99,6 +115,98 @@ def execute(conn: Connection, stmt: Prepared, values: Mapping[str, Any]) -> _Res
     finally:
         with contextlib.suppress(Exception):
             cursor.close()
+
+
+def _sent(cursor: Any, sql: str, params: Any) -> _Result:
+    cursor.execute(sql, params)
+    rows = cursor.fetchall() if cursor.description else []
+    return _Result(list(rows), cursor.rowcount, getattr(cursor, "lastrowid", None))
+
+
+def _sent_in_place(cursor: Any, sql: str, params: Any) -> _Result:
+    """One statement under :func:`in_place`: at once, or, when another writer has the
+    database (SQLite's "database is locked" without waiting), again on the driver's
+    thread, waiting for that writer as long as the connection's busy timeout allows."""
+    try:
+        return _sent(cursor, sql, params)
+    except Exception as exc:
+        wait = _in_place.wait
+        if wait is None or not _busy(exc):
+            raise
+
+    def again(driver_connection: Any) -> _Result:
+        retry = driver_connection.cursor()
+        try:
+            return _sent(retry, sql, params)
+        finally:
+            retry.close()
+
+    result: _Result = wait(again)
+    return result
+
+
+def _busy(exc: BaseException) -> bool:
+    """SQLite's SQLITE_BUSY (another connection holds the write lock), any variant."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is None:  # Python < 3.11
+        return "database is locked" in str(exc)
+    return bool(code & 0xFF == _SQLITE_BUSY)
+
+
+_SQLITE_BUSY = 5
+#: The busy timeout (ms) of an aiosqlite connection, kept in its pool record's info.
+_BUSY_INFO = "joblocks_busy_timeout_ms"
+
+
+def in_place(conn: Connection, st: Statements, fn: Callable[..., T], args: Any) -> T:
+    """``fn(conn, st, *args)`` (one of :data:`DRIVER_ONLY`) on the asyncio face over
+    aiosqlite, from a ``greenlet_spawn``: each statement is sent on the ``sqlite3``
+    connection behind aiosqlite right here, on the event loop's thread, without
+    waiting for another writer (busy timeout 0); one that meets another writer is sent
+    again on aiosqlite's thread, which waits for it with the connection's busy timeout
+    (the model's ``timeout``) while the loop runs on.
+
+    aiosqlite hands every call (cursor, execute, fetch, close) to its thread and back;
+    an uncontended SQLite statement takes microseconds, a hand-off far longer on a
+    busy machine. A statement that fails with SQLITE_BUSY has changed nothing, so it
+    is safe to send again.
+    """
+    fairy = conn.connection
+    adapted = fairy.dbapi_connection
+    raw = driver_connection(adapted)
+    info = fairy.info
+    busy_ms = info.get(_BUSY_INFO)
+    if busy_ms is None:
+        busy_ms = info[_BUSY_INFO] = int(raw.execute("PRAGMA busy_timeout").fetchone()[0])
+
+    def waiting(run: Callable[[Any], T]) -> T:
+        def on_thread(driver_connection: Any) -> T:
+            driver_connection.execute(f"PRAGMA busy_timeout = {busy_ms}")
+            try:
+                return run(driver_connection)
+            finally:
+                driver_connection.execute("PRAGMA busy_timeout = 0")
+
+        return on_driver_thread(adapted, on_thread)
+
+    raw.execute("PRAGMA busy_timeout = 0")
+    _in_place.connection, _in_place.wait = raw, waiting
+    try:
+        result = fn(conn, st, *args)
+    except Exception:
+        _in_place.connection = _in_place.wait = None
+        if not conn.invalidated:
+            raw.execute(f"PRAGMA busy_timeout = {busy_ms}")
+        raise
+    except BaseException:
+        # Cancelled while aiosqlite's thread may still be running a statement on it.
+        _in_place.connection = _in_place.wait = None
+        if not conn.invalidated:
+            conn.invalidate()
+        raise
+    _in_place.connection = _in_place.wait = None
+    raw.execute(f"PRAGMA busy_timeout = {busy_ms}")
+    return result
 
 
 def _in_read_committed(cursor: Any, wrapper: ReadCommitted, sql: str, params: Any) -> _Result:
@@ -368,3 +476,27 @@ def is_transient(exc: BaseException, family: str) -> bool:
     if not isinstance(exc, sa_exc.DBAPIError) or exc.connection_invalidated:
         return False
     return profile(family).is_transient_error(exc.orig)
+
+
+#: The operations that send their statements through :func:`execute` only (so
+#: :func:`in_place` may run them on the driver's own connection).
+DRIVER_ONLY: frozenset[Callable[..., Any]] = frozenset(
+    {
+        acquire,
+        release,
+        refresh,
+        refresh_lease,
+        release_lease,
+        is_held,
+        peek,
+        list_locks,
+        list_page,
+        prune_batch,
+        count_prunable,
+        count,
+        insert,
+        update,
+        delete,
+        now_ms,
+    }
+)
