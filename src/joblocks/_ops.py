@@ -10,7 +10,6 @@ belong to the faces.
 from __future__ import annotations
 
 import contextlib
-import threading
 from collections.abc import Mapping
 from typing import Any, Callable, Literal, NamedTuple, TypeVar
 
@@ -28,15 +27,12 @@ State = Literal["all", "held", "expired", "live"]
 T = TypeVar("T")
 
 
-class _InPlace(threading.local):
-    """While :func:`in_place` runs an operation: the driver's own connection its
-    statements go to, and how a statement that met another writer waits for it."""
-
-    connection: Any = None
-    wait: Callable[[Callable[[Any], Any]], Any] | None = None
-
-
-_in_place = _InPlace()
+#: Key, in the pool record's ``info`` of a connection :func:`in_place` runs an
+#: operation on (and only meanwhile), of ``(driver connection, wait)``: the driver's
+#: own connection the statements go to, and how one that met another writer waits.
+#: Kept with the connection (checked out by that operation alone), not with the
+#: thread: while one operation waits, others run on the same event loop's thread.
+_IN_PLACE = "joblocks_in_place"
 
 
 class Grant(NamedTuple):
@@ -72,20 +68,20 @@ def execute(conn: Connection, stmt: Prepared, values: Mapping[str, Any]) -> _Res
     ...), and a lost connection is invalidated so the pool replaces it.
     """
     fairy = conn.connection
-    native = _in_place.connection
-    dbapi_connection = native or fairy.dbapi_connection
+    info = fairy.info
+    in_place_ = info.get(_IN_PLACE)
+    dbapi_connection = fairy.dbapi_connection if in_place_ is None else in_place_[0]
     assert dbapi_connection is not None  # noqa: S101 - checked out by the caller
     params = stmt.params(values)
     cursor = dbapi_connection.cursor()
     try:
-        info = fairy.info
         wrapper = info.get(ISOLATION_INFO, False)
         if wrapper is False:
             wrapper = info[ISOLATION_INFO] = read_committed_wrapper(conn.dialect, cursor)
         if wrapper is not None:
             return _in_read_committed(cursor, wrapper, stmt.sql, params)
-        if native is not None:
-            return _sent_in_place(cursor, stmt.sql, params)
+        if in_place_ is not None:
+            return _sent_in_place(cursor, in_place_[1], stmt.sql, params)
         cursor.execute(stmt.sql, params)
         rows = cursor.fetchall() if cursor.description else []
         return _Result(list(rows), cursor.rowcount, getattr(cursor, "lastrowid", None))
@@ -123,15 +119,16 @@ def _sent(cursor: Any, sql: str, params: Any) -> _Result:
     return _Result(list(rows), cursor.rowcount, getattr(cursor, "lastrowid", None))
 
 
-def _sent_in_place(cursor: Any, sql: str, params: Any) -> _Result:
+def _sent_in_place(
+    cursor: Any, wait: Callable[[Callable[[Any], _Result]], _Result], sql: str, params: Any
+) -> _Result:
     """One statement under :func:`in_place`: at once, or, when another writer has the
     database (SQLite's "database is locked" without waiting), again on the driver's
     thread, waiting for that writer as long as the connection's busy timeout allows."""
     try:
         return _sent(cursor, sql, params)
     except Exception as exc:
-        wait = _in_place.wait
-        if wait is None or not _busy(exc):
+        if not _busy(exc):
             raise
 
     def again(driver_connection: Any) -> _Result:
@@ -141,8 +138,7 @@ def _sent_in_place(cursor: Any, sql: str, params: Any) -> _Result:
         finally:
             retry.close()
 
-    result: _Result = wait(again)
-    return result
+    return wait(again)
 
 
 def _busy(exc: BaseException) -> bool:
@@ -190,21 +186,21 @@ def in_place(conn: Connection, st: Statements, fn: Callable[..., T], args: Any) 
         return on_driver_thread(adapted, on_thread)
 
     raw.execute("PRAGMA busy_timeout = 0")
-    _in_place.connection, _in_place.wait = raw, waiting
+    info[_IN_PLACE] = (raw, waiting)
     try:
         result = fn(conn, st, *args)
     except Exception:
-        _in_place.connection = _in_place.wait = None
+        info.pop(_IN_PLACE, None)
         if not conn.invalidated:
             raw.execute(f"PRAGMA busy_timeout = {busy_ms}")
         raise
     except BaseException:
         # Cancelled while aiosqlite's thread may still be running a statement on it.
-        _in_place.connection = _in_place.wait = None
+        info.pop(_IN_PLACE, None)
         if not conn.invalidated:
             conn.invalidate()
         raise
-    _in_place.connection = _in_place.wait = None
+    del info[_IN_PLACE]
     raw.execute(f"PRAGMA busy_timeout = {busy_ms}")
     return result
 

@@ -136,3 +136,38 @@ def test_a_writer_holding_on_past_the_timeout_is_a_backend_error(
             await model.dispose()
 
     asyncio.run(main())
+
+
+def test_operations_waiting_together_each_keep_their_connection(
+    tmp_path: Path, table_name: str
+) -> None:
+    """Several tasks meet the same writer, wait off the loop together, and go on with
+    their second statement (``update_insert``: UPDATE, then INSERT) each on its own
+    connection."""
+    path = tmp_path / "l.db"
+
+    async def main() -> tuple[list[bool], list[str]]:
+        model = joblocks.aio.JobLockModel(
+            f"sqlite:///{path}", table_name=table_name, acquire_path="update_insert"
+        )
+        try:
+            assert await model.acquire("warm", TTL, "h") is True
+            started = threading.Event()
+            writer = threading.Thread(target=_hold_write_lock, args=(path, 0.5, started))
+            writer.start()
+            assert await asyncio.get_running_loop().run_in_executor(None, started.wait, 10)
+            try:
+                got = await asyncio.wait_for(
+                    asyncio.gather(*(model.acquire(f"k{i}", TTL, f"h{i}") for i in range(4))),
+                    10,
+                )
+            finally:
+                await asyncio.get_running_loop().run_in_executor(None, writer.join, 10)
+            holders = [lock.holder for lock in await model.list() if lock.key != "warm"]
+            return list(got), holders
+        finally:
+            await model.dispose()
+
+    got, holders = asyncio.run(main())
+    assert got == [True] * 4
+    assert holders == [f"h{i}" for i in range(4)]
