@@ -150,7 +150,8 @@ def _busy(exc: BaseException) -> bool:
 
 
 _SQLITE_BUSY = 5
-#: The busy timeout (ms) of an aiosqlite connection, kept in its pool record's info.
+#: The busy timeout (ms) of an aiosqlite connection, kept in its pool record's info
+#: (-1: the connection cannot be used from the event loop's thread).
 _BUSY_INFO = "joblocks_busy_timeout_ms"
 
 
@@ -173,7 +174,15 @@ def in_place(conn: Connection, st: Statements, fn: Callable[..., T], args: Any) 
     info = fairy.info
     busy_ms = info.get(_BUSY_INFO)
     if busy_ms is None:
-        busy_ms = info[_BUSY_INFO] = int(raw.execute("PRAGMA busy_timeout").fetchone()[0])
+        try:
+            busy_ms = int(raw.execute("PRAGMA busy_timeout").fetchone()[0])
+        except dbapi_error(conn.dialect):
+            # E.g. ``check_same_thread=True`` in the engine's connect_args: only
+            # aiosqlite's thread may use this connection; so be it, through aiosqlite.
+            busy_ms = -1
+        info[_BUSY_INFO] = busy_ms
+    if busy_ms < 0:
+        return fn(conn, st, *args)
 
     def waiting(run: Callable[[Any], T]) -> T:
         def on_thread(driver_connection: Any) -> T:

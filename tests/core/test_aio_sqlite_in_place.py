@@ -171,3 +171,26 @@ def test_operations_waiting_together_each_keep_their_connection(
     got, holders = asyncio.run(main())
     assert got == [True] * 4
     assert holders == [f"h{i}" for i in range(4)]
+
+
+def test_a_connection_only_aiosqlites_thread_may_use_goes_through_aiosqlite(
+    tmp_path: Path, table_name: str
+) -> None:
+    from sqlalchemy.ext.asyncio import create_async_engine
+
+    async def main() -> tuple[bool, bool, bool]:
+        engine = create_async_engine(
+            f"sqlite+aiosqlite:///{tmp_path / 'l.db'}",
+            connect_args={"check_same_thread": True},
+        )
+        try:
+            model = joblocks.aio.JobLockModel(engine, table_name=table_name)
+            return (
+                await model.acquire("k", TTL, "h"),
+                await model.acquire("k", TTL, "other"),
+                await model.release("k", "h"),
+            )
+        finally:
+            await engine.dispose()
+
+    assert asyncio.run(main()) == (True, False, True)
