@@ -156,7 +156,7 @@ _BUSY_INFO = "joblocks_busy_timeout_ms"
 
 
 def in_place(conn: Connection, st: Statements, fn: Callable[..., T], args: Any) -> T:
-    """``fn(conn, st, *args)`` (one of :data:`DRIVER_ONLY`) on the asyncio face over
+    """``fn(conn, st, *args)`` (one of :data:`IN_PLACE`) on the asyncio face over
     aiosqlite, from a ``greenlet_spawn``: each statement is sent on the ``sqlite3``
     connection behind aiosqlite right here, on the event loop's thread, without
     waiting for another writer (busy timeout 0); one that meets another writer is sent
@@ -483,9 +483,10 @@ def is_transient(exc: BaseException, family: str) -> bool:
     return profile(family).is_transient_error(exc.orig)
 
 
-#: The operations that send their statements through :func:`execute` only (so
-#: :func:`in_place` may run them on the driver's own connection).
-DRIVER_ONLY: frozenset[Callable[..., Any]] = frozenset(
+#: The operations :func:`in_place` runs: those of one key (an index lookup each), whose
+#: statements all go through :func:`execute`. Reading or pruning many rows (``list``,
+#: ``count``, ``prune``) stays off the event loop's thread.
+IN_PLACE: frozenset[Callable[..., Any]] = frozenset(
     {
         acquire,
         release,
@@ -494,11 +495,6 @@ DRIVER_ONLY: frozenset[Callable[..., Any]] = frozenset(
         release_lease,
         is_held,
         peek,
-        list_locks,
-        list_page,
-        prune_batch,
-        count_prunable,
-        count,
         insert,
         update,
         delete,

@@ -127,7 +127,7 @@ class JobLockModel(ModelCore):
         # Check-out, statements and check-in in one greenlet: ``async with
         # engine.connect()`` + ``run_sync`` takes three.
         with self.engine.sync_engine.connect() as conn:
-            if self._one_hand_off and fn in _ops.DRIVER_ONLY:
+            if self._one_hand_off and fn in _ops.IN_PLACE:
                 # aiosqlite: no hand-off to its thread unless another writer is in the way.
                 return _ops.in_place(conn, self.statements, fn, args)
             return fn(conn, self.statements, *args)

@@ -47,16 +47,21 @@ def test_uncontended_operations_run_on_the_loop_thread(tmp_path: Path, table_nam
             assert await model.acquire("k", TTL, "other") is False
             assert await model.refresh("k", TTL, "h") is True
             assert (await model.peek("k")) is not None
-            assert await model.count() == 1
             assert await model.release("k", "h") is True
-            return threading.get_ident(), list(seen)
+            per_key = list(seen)
+            seen.clear()
+            # Reading many rows stays off the loop's thread.
+            assert await model.count() == 0
+            assert await model.list() == []
+            return threading.get_ident(), per_key, list(seen)
         finally:
             await model.dispose()
 
-    loop_thread, seen = asyncio.run(main())
-    lock_statements = [(tid, sql) for tid, sql in seen if table_name in sql]
-    assert len(lock_statements) == 5
-    assert {tid for tid, _ in seen} == {loop_thread}
+    loop_thread, per_key, many = asyncio.run(main())
+    assert len([sql for _, sql in per_key if table_name in sql]) == 4
+    assert {tid for tid, _ in per_key} == {loop_thread}
+    assert len([sql for _, sql in many if table_name in sql]) == 2
+    assert loop_thread not in {tid for tid, _ in many}
 
 
 def _hold_write_lock(path: Path, seconds: float, started: threading.Event) -> None:
