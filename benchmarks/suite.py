@@ -18,6 +18,10 @@ scale        acquire latency with 10, 10^4 and 10^6 rows in the table
 cli          ``python -m joblocks run k --ttl 1m -- true`` against ``true``
 peers        other lock libraries (tooz, python-redis-lock, pottery, sherlock, advisory
              locks, filelock) run by benchmarks/peers/worker.py in their own venv
+pgpeers      the PostgreSQL lease peers (dislock, pglease, distributed-pg-lock) and
+             advisory-lock libraries (postgresql-lock, django-pglock): pairs/s, 8-process
+             contention, takeover after SIGKILL (benchmarks/peers_pg.py; skipped
+             without the peers venv, also in --smoke)
 
 Measurements are interleaved round by round (``--repeat``) and the median is reported,
 so ratios compare figures taken minutes apart at most, under the same load. The load
@@ -56,7 +60,7 @@ import joblocks.aio
 from benchmarks import _common as C
 from benchmarks._common import KEY, TTL_MS, Stats, Unexpected
 
-SECTIONS = ("uncontended", "refused", "contention", "keepalive", "scale", "cli", "peers")
+SECTIONS = ("uncontended", "refused", "contention", "keepalive", "scale", "cli", "peers", "pgpeers")
 HERE = Path(__file__).resolve().parent
 DEFAULT_PEERS_VENV = HERE / ".venv-peers"
 
@@ -1153,6 +1157,30 @@ def section_peers(ctx: Ctx) -> dict[str, Any]:
     return out
 
 
+def section_pgpeers(ctx: Ctx) -> dict[str, Any]:
+    from benchmarks import peers_pg
+
+    py = peers_pg.peers_python(ctx.peers_python)
+    if py is None or "postgresql" not in ctx.urls:
+        why = "no peers venv; run `bash benchmarks/peers/setup.sh` first" if py is None else ""
+        msg = f"SKIPPED: {why or 'no PostgreSQL'}"
+        print(f"\n  pgpeers: {msg}", flush=True)
+        return {"skipped": msg}
+    argv = (
+        ["--smoke"] if ctx.smoke else ["--seconds", str(ctx.seconds), "--repeat", str(ctx.repeat)]
+    )
+    argv += ["--workers", str(ctx.workers), "--contention-seconds", str(ctx.contention_seconds)]
+    res = peers_pg.run(ctx.urls["postgresql"], py, peers_pg.parse_args(argv))
+    print(peers_pg.render(res), flush=True)
+    for label, c in res["contention"].items():
+        bad = [f"{k} = {c[k]}" for k in ("overlaps", "lost_updates", "lost", "errors") if c.get(k)]
+        if label.startswith("joblocks") and (bad or "error" in c):
+            res.setdefault("joblocks_failures", {})[label] = {
+                "error": ", ".join(bad) or str(c.get("error"))
+            }
+    return res
+
+
 # =================================================================== targets
 
 
@@ -1298,6 +1326,22 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
             None if r is None else r > 1.0,
             f"{C.num(jl_pg, 'per_s')} vs {C.num(e.get('pairs', e), 'per_s')} pairs/s"
             + ("" if e.get("expiry") else " (peer has no expiry: session advisory lock)"),
+        )
+    pg = results.get("pgpeers", {})
+    for label, u in pg.get("uncontended", {}).items():
+        lib, face = label.split()
+        kind = pg["libraries"][lib]["kind"]
+        ref = pg["uncontended"].get(f"joblocks {face}", {}).get("pairs")
+        if lib == "joblocks" or kind != "lease" or not ref:
+            continue  # the advisory-lock libraries are reported, not targets
+        r = _ratio(ref, u.get("pairs", {"error": "-"}))
+        add(
+            f"faster than {lib} (lease peer, {'asyncio' if face == 'aio' else 'sync'})",
+            "postgresql",
+            r,
+            "> 1.0×",
+            None if r is None else r > 1.0,
+            f"{C.num(ref, 'per_s')} vs {C.num(u.get('pairs', u), 'per_s')} pairs/s",
         )
     for db, res in results.get("scale", {}).items():
         if "error" in res:

@@ -29,7 +29,9 @@ fi
 "$venv/bin/python" -m pip install -q -r "$here/requirements.txt"
 "$venv/bin/python" - <<'PY'
 import importlib.metadata as m
-for d in ("tooz", "redis", "python-redis-lock", "pottery", "sherlock", "filelock", "psycopg", "psycopg2-binary"):
+for d in ("tooz", "redis", "python-redis-lock", "pottery", "sherlock", "filelock", "psycopg",
+          "psycopg2-binary", "dislock", "pglease", "distributed-pg-lock", "postgresql-lock",
+          "django-pglock", "Django"):
     print(f"  {d} {m.version(d)}")
 PY
 echo "peers venv ready: $venv/bin/python"

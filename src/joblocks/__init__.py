@@ -33,10 +33,22 @@ from ._errors import (
 from ._events import Event, EventKind, add_listener, remove_listener
 from ._identity import worker_id
 from ._lease import Lease
+from ._ledger import Run
 from ._model import JobLockModel
+from ._options import LeaseKwargs, RunOptions
 from ._records import JobLock
 from ._run import lease, run_with_lock
-from ._schema import JOB_LOCKS_TABLE_NAME, build_table, job_locks, metadata
+from ._schedule import Schedule
+from ._schema import (
+    JOB_LOCKS_TABLE_NAME,
+    JOB_RUNS_TABLE_NAME,
+    build_runs_table,
+    build_table,
+    job_locks,
+    job_runs,
+    metadata,
+    runs_metadata,
+)
 from ._statements import ACQUIRE_PATHS, AcquirePath
 from ._validate import MAX_HOLDER_BYTES, MAX_KEY_BYTES, Duration
 from ._version import __version__
@@ -44,6 +56,7 @@ from ._version import __version__
 __all__ = [
     "ACQUIRE_PATHS",
     "JOB_LOCKS_TABLE_NAME",
+    "JOB_RUNS_TABLE_NAME",
     "MAX_HOLDER_BYTES",
     "MAX_KEY_BYTES",
     "WORKER_ID",
@@ -54,6 +67,7 @@ __all__ = [
     "JobLock",
     "JobLockModel",
     "Lease",
+    "LeaseKwargs",
     "LeaseLost",
     "LockBackendError",
     "LockConnectionError",
@@ -67,16 +81,22 @@ __all__ = [
     "LockTableMismatch",
     "LockTableMissing",
     "LockTimeoutError",
+    "Run",
+    "RunOptions",
+    "Schedule",
     "__version__",
     "add_listener",
+    "build_runs_table",
     "build_table",
     "configure",
     "get_model",
     "job_locks",
+    "job_runs",
     "lease",
     "metadata",
     "remove_listener",
     "run_with_lock",
+    "runs_metadata",
     "single_instance",
     "worker_id",
 ]

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, Union, cast
 
 from sqlalchemy import URL, Connection, Engine, MetaData, Table
 
-from . import _engines, _validate
+from . import _engines, _tables, _validate
 from ._dialects import profile
 from ._schema import JOB_LOCKS_TABLE_NAME, build_table, ensure_table
 from ._statements import AcquirePath, Statements, build
@@ -56,6 +56,8 @@ class ModelCore:
     timeout_ms: int
     table_ready: bool
     _asynchronous: bool
+    #: ``record=``: the run ledger's default for this model's leases (``_ledger``).
+    record: bool | str
     #: The face's lease class (built by ``_lifecycle.take``).
     _lease_type: Any
 
@@ -69,8 +71,12 @@ class ModelCore:
         errors_as_taken: bool = False,
         acquire_path: AcquirePath | None = None,
         timeout: _validate.Duration | None = None,
+        record: bool | str = False,
     ) -> None:
         asynchronous = self._asynchronous
+        from ._ledger import check_record
+
+        self.record = check_record(record)
         timeout_ms = None if timeout is None else _validate.duration_ms(timeout, "timeout")
         _validate.identifier(table_name, "table_name", _validate.MAX_TABLE_NAME)
         if schema is not None:
@@ -144,7 +150,7 @@ class ModelCore:
     @property
     def identity(self) -> tuple[Any, ...] | None:
         """Which lock table this model talks to, as the file system or the server
-        reports it (see :func:`joblocks._engines.table_identity`); None until known.
+        reports it (see :func:`joblocks._tables.table_identity`); None until known.
 
         Equal for two models (sync or asyncio) exactly when they reach the same table,
         however their URLs are spelled: the in-process overlap guard of
@@ -154,7 +160,7 @@ class ModelCore:
         return None if self._found is None else self._found.key
 
     #: The identity once read (see ``identity``).
-    _found: _engines.TableIdentity | None = None
+    _found: _tables.TableIdentity | None = None
 
     @property
     def _first_use_name(self) -> str:
@@ -167,10 +173,10 @@ class ModelCore:
         if create:
             ensure_table(conn, self.table)
         if self._tune_sqlite:
-            _engines.tune_user_sqlite(conn)
+            _tables.tune_user_sqlite(conn)
             self._tune_sqlite = False
         if self._found is None and self.statements.profile.single_file:
-            self._found = _engines.table_identity(conn, self.statements, self.table)
+            self._found = _tables.table_identity(conn, self.statements, self.table)
 
     def __repr__(self) -> str:
         return (

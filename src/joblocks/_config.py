@@ -107,6 +107,7 @@ _OPTIONS = (
     "errors_as_taken",
     "acquire_path",
     "timeout",
+    "record",
 )
 
 
@@ -155,6 +156,10 @@ def check_options(options: Mapping[str, Any]) -> dict[str, Any]:
             )
     if options.get("timeout") is not None:
         _validate.duration_ms(options["timeout"], "timeout")
+    if "record" in options:
+        from ._ledger import check_record
+
+        check_record(options["record"])
     return dict(options)
 
 
@@ -179,7 +184,8 @@ def configure(
     SQLite file); ``instances`` maps names to more databases, for
     ``get_model("name")``. ``options`` (``table_name``, ``schema``, ``create_table``,
     ``errors_as_taken``, ``acquire_path``, ``timeout`` in milliseconds or a
-    ``timedelta``) apply to every model, as in :class:`joblocks.JobLockModel`. URLs and
+    ``timedelta``, ``record`` for the run ledger) apply to every model, as in
+    :class:`joblocks.JobLockModel`. URLs and
     options are checked here: a string that is not a database URL, a database
     joblocks does not support or an unknown ``acquire_path`` raises now (a
     ``ValueError`` naming the argument; URL errors are also ``LockBackendError``). A

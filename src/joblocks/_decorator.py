@@ -15,17 +15,20 @@ import string
 import uuid
 from typing import TYPE_CHECKING, Any, Callable, TypeVar, overload
 
-from . import _validate
+from typing_extensions import Unpack
+
+from . import _slots, _validate
 from ._base import log, wrong_face
 from ._identity import worker_id
-from ._lease import LeaseOptions, check_cancel_on_loss
 from ._model import JobLockModel
+from ._options import LeaseOptions, RunOptions, check_cancel_on_loss
 
 if TYPE_CHECKING:
     from collections.abc import Coroutine
     from typing import ParamSpec
 
     from . import aio
+    from ._schedule import Schedule
 
     P = ParamSpec("P")
 
@@ -176,30 +179,16 @@ class SingleInstance:
         *,
         key_for: Callable[[Callable[..., Any]], str] | None = None,
         model: JobLockModel | aio.JobLockModel | None = None,
-        keepalive: bool = False,
-        renew_every: _validate.Duration | None = None,
-        min_hold: _validate.Duration | None = None,
-        wait: _validate.Duration | None = None,
-        on_lost: Callable[[Any], None] | None = None,
-        max_hold: _validate.Duration | None = None,
         cancel_on_loss: bool = False,
+        **options: Unpack[RunOptions[Any]],
     ) -> None:
         self._key = None if key is None else KeyTemplate(key)
         self._key_for = key_for
-        self.ttl_ms = _validate.duration_ms(ttl, "ttl")
         # Validates every option now (same rules as run_with_lock), not at the first call,
         # and keeps them: every call sends this very request (its key filled in).
-        self._options = LeaseOptions(
-            ttl_ms=self.ttl_ms,
-            holder=None,
-            keepalive=keepalive,
-            renew_every=renew_every,
-            min_hold=min_hold,
-            wait=wait,
-            on_lost=on_lost,
-            max_hold=max_hold,
-        )
-        self.cancel_on_loss = check_cancel_on_loss(cancel_on_loss, keepalive)
+        self._options = LeaseOptions.of(ttl, options, "single_instance")
+        self.ttl_ms = self._options.ttl_ms
+        self.cancel_on_loss = check_cancel_on_loss(cancel_on_loss, self._options.keepalive)
         self.model = model
 
     @overload
@@ -248,7 +237,7 @@ class SingleInstance:
 
             if run_request(model, key, options, work):
                 return box[0]
-            log.info("joblocks: %s skipped: held elsewhere (lock %r)", name, key)
+            log.info("joblocks: %s skipped: %s (lock %r)", name, _slots.why_not(options), key)
             return None
 
         return wrapper
@@ -273,7 +262,7 @@ class SingleInstance:
 
             if await aio._run_request(model, key, options, work, cancel_on_loss):
                 return box[0]
-            log.info("joblocks: %s skipped: held elsewhere (lock %r)", name, key)
+            log.info("joblocks: %s skipped: %s (lock %r)", name, _slots.why_not(options), key)
             return None
 
         return wrapper
@@ -284,13 +273,8 @@ def single_instance(
     ttl: _validate.Duration,
     *,
     model: JobLockModel | aio.JobLockModel | None = None,
-    keepalive: bool = False,
-    renew_every: _validate.Duration | None = None,
-    min_hold: _validate.Duration | None = None,
-    wait: _validate.Duration | None = None,
-    on_lost: Callable[[Any], None] | None = None,
-    max_hold: _validate.Duration | None = None,
     cancel_on_loss: bool = False,
+    **options: Unpack[RunOptions[Any]],
 ) -> SingleInstance:
     """Decorate a function so that each call runs only if ``lock_key`` can be taken.
 
@@ -311,7 +295,8 @@ def single_instance(
     :func:`joblocks.run_with_lock` (``model`` a :class:`joblocks.JobLockModel`);
     ``model=None`` is the configured default, looked up at each call. The other
     options are those of ``run_with_lock``; ``cancel_on_loss`` is for async functions
-    only.
+    only. ``record`` (True, False or ``"all"``; None: the model's) writes each run to
+    the run ledger (docs/ledger.md).
 
     ``lock_key`` may be a ``str.format`` template filled by name from the call's
     arguments, defaults applied (``"{tenant}"``, ``"{user.id}"``, ``"{self.name}"``;
@@ -320,21 +305,14 @@ def single_instance(
 
     Every duration (``ttl``, ``renew_every``, ``min_hold``, ``wait``, ``max_hold``)
     is milliseconds (int or float) or a ``datetime.timedelta``.
+
+    ``schedule`` (a cron expression or :class:`~joblocks.Schedule`; ``timezone``: its
+    IANA zone, default UTC): at most one call runs per slot of the schedule across
+    every worker; a call whose slot was already run returns None.
     """
     if lock_key is None:
         raise TypeError("lock_key must be a str, not NoneType")
-    return SingleInstance(
-        lock_key,
-        ttl,
-        model=model,
-        keepalive=keepalive,
-        renew_every=renew_every,
-        min_hold=min_hold,
-        wait=wait,
-        on_lost=on_lost,
-        max_hold=max_hold,
-        cancel_on_loss=cancel_on_loss,
-    )
+    return SingleInstance(lock_key, ttl, model=model, cancel_on_loss=cancel_on_loss, **options)
 
 
 # -- shared by the integrations (joblocks.contrib) -------------------------------------
@@ -353,22 +331,25 @@ def unique_holder() -> str:
 def run_leased(
     model: JobLockModel,
     key: str,
-    ttl: _validate.Duration,
+    options: LeaseOptions,
     work: Callable[[], R],
     *,
     holder: str,
-    **options: Any,
+    min_hold_ms: int | None = None,
+    schedule: Schedule | None = None,
 ) -> tuple[bool, R | None]:
     """Run ``work()`` under a lease of ``key`` for ``holder``: ``(ran, result)``.
 
-    ``(False, None)`` when the lock is held elsewhere. The lease is released after the
-    work (never raising; a warning when the work outlived a lease without keep-alive);
-    an exception of ``work`` propagates. ``options`` are those of
-    :meth:`JobLockModel.try_lease`.
+    ``options`` were checked once, when the integration was set up; ``min_hold_ms``
+    (when given) is this run's hold. ``(False, None)`` when the lock is held elsewhere.
+    The lease is released after the work (never raising; a warning when the work
+    outlived a lease without keep-alive); an exception of ``work`` propagates.
     """
     from ._run import _release_quietly
 
-    held = model.try_lease(key, ttl, holder=holder, **options)
+    if not isinstance(model, JobLockModel):
+        raise wrong_face(model, "joblocks.JobLockModel")
+    held = model._take(key, options.for_run(holder, min_hold_ms=min_hold_ms, schedule=schedule))
     if held is None:
         return False, None
     try:

@@ -83,6 +83,31 @@ class Profile:
     #: Each asyncio call is bounded by the model's time-out (aiomysql has no read or
     #: write time-out of its own).
     bounds_async_calls: bool = False
+    #: A pooler between client and server can be told from the server's answers
+    #: (PostgreSQL: the backend pid of the cancel key; see ``joblocks doctor``).
+    detects_pooler: bool = False
+    #: The lowest ``dialect.server_version_info`` joblocks works with, and what to do
+    #: below it (``joblocks doctor``).
+    min_version: tuple[int, ...] = ()
+    upgrade_hint: str = ""
+    #: Only MariaDB's server of the family will do (MySQL has no ``SEQUENCE``).
+    requires_mariadb: bool = False
+
+    def check_server(self, dialect: Dialect) -> tuple[str, str | None, str | None]:
+        """The connected server as reports name it (``"MariaDB 10.11.6"``), and when
+        joblocks cannot use it, why and what to do (else two Nones)."""
+        found = tuple(dialect.server_version_info or ())
+        version = ".".join(str(part) for part in found)
+        if self.requires_mariadb and not getattr(dialect, "is_mariadb", False):
+            return (
+                f"MySQL {version}",
+                f"MySQL {version} is not supported (it has no SEQUENCE for fencing tokens)",
+                "use MariaDB 10.3 or newer, PostgreSQL or SQLite",
+            )
+        server = f"{self.label} {version}"
+        if found < self.min_version:
+            return server, f"{server} is too old", self.upgrade_hint
+        return server, None, None
 
     def is_transient_error(self, orig: object) -> bool:
         """Whether a driver exception is a deadlock or serialization failure."""
@@ -115,6 +140,8 @@ SQLITE = Profile(
     ping=False,
     fence_kind="counter",
     single_file=True,
+    min_version=(3, 35),
+    upgrade_hint="joblocks needs SQLite 3.35 or newer (RETURNING); upgrade Python's sqlite3",
 )
 
 POSTGRESQL = Profile(
@@ -142,6 +169,7 @@ POSTGRESQL = Profile(
     transient_sqlstates=frozenset({"40001", "40P01"}),  # serialization failure; deadlock
     exact_column_names=True,
     checks_isolation=True,
+    detects_pooler=True,
 )
 
 MYSQL = Profile(
@@ -177,6 +205,9 @@ MYSQL = Profile(
     version_floor="MariaDB 10.3",
     binary_text=True,
     bounds_async_calls=True,
+    min_version=(10, 3),
+    upgrade_hint="joblocks needs MariaDB 10.3+",
+    requires_mariadb=True,
 )
 
 PROFILES: tuple[Profile, ...] = (SQLITE, POSTGRESQL, MYSQL)

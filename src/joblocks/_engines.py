@@ -16,30 +16,33 @@ import math
 import os
 import re
 import sys
-import time
 import weakref
 from collections.abc import Awaitable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, NamedTuple
+from typing import TYPE_CHECKING, Any, Callable
 
 from sqlalchemy import (
     URL,
-    Connection,
-    Dialect,
     Engine,
-    Table,
     create_engine,
     event,
     make_url,
-    text,
 )
 from sqlalchemy import exc as sa_exc
-from sqlalchemy.pool import ConnectionPoolEntry
 
 from . import _identity
+from ._connect import (
+    IDLE_PING_AFTER_S,
+    SQLITE_BUSY_TIMEOUT_MS,
+    TIMEOUT_MS,
+    mark_idle,
+    ping_if_idle,
+    postgres_chosen,
+    postgres_connect,
+    sqlite_pragmas,
+)
 from ._dialects import PROFILES, SUPPORTED_BACKENDS, UNSUPPORTED, profile
 from ._errors import LockBackendError, LockDriverMissing, translate
-from ._sqla import checkout_dialect
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncEngine
@@ -47,15 +50,8 @@ if TYPE_CHECKING:
 
 #: Environment variable naming the database when ``configure()`` was not called.
 ENV_URL = "JOBLOCKS_URL"
-#: The default of ``timeout=`` (ms): how long a connection attempt, a reply of the
-#: server and SQLite's wait for another writer may take before ``LockBackendError``.
-#: One value for every database and both faces (see ``docs/reliability.md``).
-TIMEOUT_MS = 5_000
-#: How long a new SQLite connection waits to switch a fresh file to WAL (ms); the
-#: model's ``timeout`` bounds every other wait for another writer.
-SQLITE_BUSY_TIMEOUT_MS = TIMEOUT_MS
-#: A pooled connection idle for longer than this is pinged before use (seconds).
-IDLE_PING_AFTER_S = 1.0
+
+__all__ = ["IDLE_PING_AFTER_S", "SQLITE_BUSY_TIMEOUT_MS", "TIMEOUT_MS"]
 
 #: URL drivername -> the driver joblocks uses (from the families' profiles).
 _SYNC_DRIVERS = {name: driver for p in PROFILES for name, driver in p.sync_drivers}
@@ -299,13 +295,13 @@ def create(url: URL, *, asynchronous: bool, timeout_ms: int | None = None) -> En
             engine = create_engine(url, **kwargs)
     sync_engine = engine.sync_engine if is_async_engine(engine) else engine
     if family == "sqlite":
-        event.listen(sync_engine, "connect", _sqlite_pragmas)
+        event.listen(sync_engine, "connect", sqlite_pragmas)
     else:
         if family == "postgresql" and url.get_driver_name() == "psycopg":
             chosen = "prepare_threshold" in url.query
-            event.listen(sync_engine, "connect", _postgres_chosen if chosen else _postgres_connect)
-        event.listen(sync_engine.pool, "checkin", _mark_idle)
-        event.listen(sync_engine.pool, "checkout", _ping_if_idle)
+            event.listen(sync_engine, "connect", postgres_chosen if chosen else postgres_connect)
+        event.listen(sync_engine.pool, "checkin", mark_idle)
+        event.listen(sync_engine.pool, "checkout", ping_if_idle)
     _owned.add(sync_engine)
     return engine
 
@@ -366,85 +362,6 @@ def _bounded_aiomysql_connect(seconds: float) -> Callable[..., Awaitable[Any]]:
     return creator
 
 
-def _sqlite_pragmas(dbapi_connection: Any, record: ConnectionPoolEntry) -> None:
-    cursor = dbapi_connection.cursor()
-    try:
-        # Switching a fresh file to WAL needs a moment alone with it; several processes
-        # opening it at once get "database is locked" here without the busy handler.
-        deadline = time.monotonic() + SQLITE_BUSY_TIMEOUT_MS / 1000
-        while True:
-            try:
-                cursor.execute("PRAGMA journal_mode = WAL")
-                break
-            except Exception as exc:
-                if "locked" not in str(exc) or time.monotonic() > deadline:
-                    raise
-                time.sleep(0.01)
-        cursor.execute("PRAGMA synchronous = NORMAL")
-    finally:
-        cursor.close()
-
-
-def _postgres_connect(dbapi_connection: Any, record: ConnectionPoolEntry) -> None:
-    """A new psycopg connection: its prepared statements and its default isolation.
-
-    psycopg prepares a statement run 5 times on a connection as a named server-side
-    prepared statement. Behind a pooler that shares server connections between clients
-    (PgBouncer's ``pool_mode = transaction``) that statement would live on a server
-    connection other clients get next: a client could run another client's statement,
-    or fail. A pooler in between tells the client a backend process (its cancel key)
-    that is not the one running its statements: one that gives a client several
-    server connections cannot give it the key of one of them. So statements are
-    prepared only when ``pg_backend_pid()`` is the backend the connection was told
-    about (a direct connection); ``?prepare_threshold=N`` in the URL decides instead
-    (:func:`_postgres_chosen`). The same query reads the default isolation (see
-    :func:`read_committed_wrapper`).
-    """
-    if _postgres_probe(dbapi_connection, record) != _driver(dbapi_connection).info.backend_pid:
-        _driver(dbapi_connection).prepare_threshold = None
-
-
-def _postgres_chosen(dbapi_connection: Any, record: ConnectionPoolEntry) -> None:
-    """A new psycopg connection whose ``prepare_threshold`` the URL sets: the default
-    isolation only."""
-    _postgres_probe(dbapi_connection, record)
-
-
-def _driver(dbapi_connection: Any) -> Any:
-    """psycopg's own connection (under SQLAlchemy's asyncio adapter, when there is one)."""
-    return getattr(dbapi_connection, "driver_connection", dbapi_connection)
-
-
-def _postgres_probe(dbapi_connection: Any, record: ConnectionPoolEntry) -> int:
-    """Keep the connection's default isolation in ``record.info``; its backend's pid."""
-    cursor = dbapi_connection.cursor()
-    try:
-        cursor.execute("SELECT pg_backend_pid(), current_setting('default_transaction_isolation')")
-        pid, level = cursor.fetchone()
-    finally:
-        cursor.close()
-    if not _driver(dbapi_connection).autocommit:
-        dbapi_connection.rollback()
-    record.info[ISOLATION_INFO] = _wrapper_for(str(level))
-    return int(pid)
-
-
-def _mark_idle(dbapi_connection: Any, record: ConnectionPoolEntry) -> None:
-    record.info["joblocks_idle_since"] = time.monotonic()
-
-
-def _ping_if_idle(dbapi_connection: Any, record: ConnectionPoolEntry, proxy: Any) -> None:
-    since = record.info.get("joblocks_idle_since")
-    if since is None or time.monotonic() - since < IDLE_PING_AFTER_S:
-        return
-    dialect = checkout_dialect(proxy)
-    try:
-        dialect.do_ping(dbapi_connection)
-    except Exception as exc:
-        # The pool invalidates this connection and checks out another one.
-        raise sa_exc.DisconnectionError(str(exc)) from exc
-
-
 def _reset_after_fork() -> None:
     for engine in list(_owned):
         engine.dispose(close=False)
@@ -476,158 +393,3 @@ def is_async_engine(obj: object) -> TypeGuard[AsyncEngine]:
     support (which needs greenlet) when nothing asynchronous was ever made."""
     module = sys.modules.get("sqlalchemy.ext.asyncio")
     return module is not None and isinstance(obj, module.AsyncEngine)
-
-
-#: The cluster's system identifier, where this role may read it.
-_PG_SYSTEM = (
-    "CASE WHEN has_function_privilege('pg_catalog.pg_control_system()', 'EXECUTE') "
-    "THEN (SELECT system_identifier::text FROM pg_catalog.pg_control_system()) END"
-)
-_PG_IDENTITY = (
-    "SELECT {system}, current_setting('port'), current_database(), n.nspname, c.relname "
-    "FROM (SELECT to_regclass(:name) AS oid) AS r "
-    "LEFT JOIN pg_catalog.pg_class AS c ON c.oid = r.oid "
-    "LEFT JOIN pg_catalog.pg_namespace AS n ON n.oid = c.relnamespace"
-)
-
-
-class TableIdentity(NamedTuple):
-    """Which table a model reaches, as the file system or the server reports it.
-
-    ``key`` is equal for two models exactly when they reach the same table, however
-    their URLs are spelled (see :func:`table_identity`); ``file`` is the SQLite file
-    as (path, st_dev, st_ino), None on server databases.
-    """
-
-    key: tuple[Any, ...]
-    file: tuple[str, int, int] | None
-
-
-def table_identity(conn: Connection, statements: Any, table: Table) -> TableIdentity:
-    """The identity of ``table`` as reached through ``conn`` (read once per model).
-
-    - SQLite: the device and inode of the main database file, found from the path the
-      connection opened (``PRAGMA database_list``, symlinks resolved), and the table
-      name folded to lower case (SQLite ignores its case).
-    - PostgreSQL: the cluster's ``system_identifier`` (``pg_control_system()``; where
-      that function is not granted, the server's port stands in), the current
-      database, and the schema and name the table resolves to on the search path.
-    - MariaDB: ``@@hostname``, ``@@port`` and ``@@datadir`` of the server, and the
-      schema and name ``information_schema`` reports for the table.
-
-    A missing table raises ``NoSuchTableError`` on PostgreSQL and MariaDB (nothing is
-    kept then: the next call reads the identity again).
-    """
-    name = profile(conn.dialect).family
-    if name == "sqlite":
-        rows = conn.exec_driver_sql("PRAGMA database_list").all()
-        path = next((str(row[2]) for row in rows if row[1] == "main"), "")
-        if not path:
-            raise ValueError(
-                "database: this SQLite connection has no file (an in-memory or temporary "
-                "database), so it cannot exclude anything; use a file, e.g. 'sqlite:///locks.db'"
-            )
-        found = os.stat(path)
-        key = ("sqlite", found.st_dev, found.st_ino, table.name.lower())
-        return TableIdentity(key, (path, found.st_dev, found.st_ino))
-    if name == "postgresql":
-        quoted = {"name": conn.dialect.identifier_preparer.format_table(table)}
-        try:
-            row = conn.execute(text(_PG_IDENTITY.format(system=_PG_SYSTEM)), quoted).one()
-        except sa_exc.DBAPIError:  # pg_control_system() granted but refused (a fork)
-            row = conn.execute(text(_PG_IDENTITY.format(system="NULL")), quoted).one()
-        if row[4] is None:
-            raise sa_exc.NoSuchTableError(f"relation {table.fullname} does not exist")
-        cluster = f"system {row[0]}" if row[0] is not None else f"port {row[1]}"
-        return TableIdentity(("postgresql", cluster, row[2], row[3], row[4]), None)
-    row = conn.execute(
-        text(
-            "SELECT @@hostname, @@port, @@datadir, COALESCE(:schema, DATABASE()), "
-            "(SELECT TABLE_NAME FROM information_schema.TABLES WHERE TABLE_SCHEMA = "
-            "COALESCE(:schema, DATABASE()) AND TABLE_NAME = :name LIMIT 1)"
-        ),
-        {"schema": table.schema, "name": table.name},
-    ).one()
-    if row[4] is None:
-        raise sa_exc.NoSuchTableError(f"table {table.fullname} doesn't exist")
-    return TableIdentity(("mysql", row[0], row[1], row[2], row[3], row[4]), None)
-
-
-def tune_user_sqlite(conn: Connection) -> None:
-    """Give the SQLite file of a caller's engine the journal mode joblocks relies on.
-
-    In SQLite's default rollback journal (``delete``) a reader's open transaction
-    blocks every write, lock writes included, for the busy timeout; in WAL it blocks
-    none. joblocks switches a file still in ``delete`` mode to WAL (a property of the
-    file: it stays, for every connection), and logs a warning when the file keeps
-    another mode (set deliberately, or busy at that moment) or the connection has no
-    busy timeout. Once per model, on its first call.
-    """
-    mode = str(conn.exec_driver_sql("PRAGMA journal_mode").scalar()).lower()
-    where = conn.engine.url.render_as_string(hide_password=True)
-    why = f"it is in journal mode {mode!r}"
-    if mode == "delete":
-        try:
-            mode = str(conn.exec_driver_sql("PRAGMA journal_mode = WAL").scalar()).lower()
-        except sa_exc.DBAPIError as exc:
-            why = f"switching it to WAL failed ({exc.orig})"
-    if mode != "wal":
-        log.warning(
-            "joblocks: %s is not in WAL mode (%s): an open read transaction of another "
-            "connection blocks every lock write for the busy timeout, then the write "
-            "fails (set PRAGMA journal_mode=WAL on the file)",
-            where,
-            why,
-        )
-    if not conn.exec_driver_sql("PRAGMA busy_timeout").scalar():
-        log.warning(
-            "joblocks: %s has no busy timeout: a lock write that meets another writer "
-            "fails at once with LockBackendError (joblocks' own engines wait %d ms)",
-            where,
-            SQLITE_BUSY_TIMEOUT_MS,
-        )
-
-
-# ------------------------------------------------ the isolation joblocks's statements need
-
-#: Key in a pooled connection's ``info`` (kept for the life of the driver connection):
-#: how joblocks's statements run on it (see :func:`read_committed_wrapper`).
-ISOLATION_INFO = "joblocks_read_committed"
-
-
-class ReadCommitted(NamedTuple):
-    """The statements that run one of joblocks's statements in a read committed
-    transaction of its own."""
-
-    begin: str
-    commit: str
-    rollback: str
-
-
-_PG_READ_COMMITTED = ReadCommitted("BEGIN ISOLATION LEVEL READ COMMITTED", "COMMIT", "ROLLBACK")
-_PG_LEVELS_LIKE_READ_COMMITTED = ("read committed", "read uncommitted")
-
-
-def read_committed_wrapper(dialect: Dialect, cursor: Any) -> ReadCommitted | None:
-    """How joblocks's statements must run on one connection; asked once per connection.
-
-    The statements are written for read committed: a conditional write that meets a
-    row another transaction just changed waits for it and re-checks its condition on
-    the new row. Under repeatable read or serializable PostgreSQL raises a
-    serialization failure instead. None when the connection's default isolation is
-    read committed already (the usual case: each statement runs alone in autocommit
-    mode, one round trip). Otherwise (``default_transaction_isolation`` set for the
-    server, the database or the role) each statement runs in a read committed
-    transaction of its own: a ``SET`` for the session would not do through a
-    transaction-mode pooler, where the next transaction may run on another server
-    connection.
-    """
-    if not profile(dialect).checks_isolation:
-        return None
-    cursor.execute("SHOW default_transaction_isolation")
-    row = cursor.fetchone()
-    return _wrapper_for(str(row[0]) if row else _PG_LEVELS_LIKE_READ_COMMITTED[0])
-
-
-def _wrapper_for(level: str) -> ReadCommitted | None:
-    return None if level.lower() in _PG_LEVELS_LIKE_READ_COMMITTED else _PG_READ_COMMITTED

@@ -9,6 +9,13 @@ Register a callable with :func:`add_listener`; it receives an :class:`Event` for
 - ``overrun``   work outlived its lease without keep-alive
 - ``released``  a lease was released (``held_ms``: how long it was held)
 - ``error``     a database error (``error`` holds the exception)
+- ``skipped``   ``schedule=``: the start was skipped, its slot already run (``token``:
+  that run's)
+- ``record_failed``  the run ledger (``record=True``) could not write a row; the job
+  went on (``error`` holds the exception)
+
+``released`` also says how the run under the lease ended: ``outcome`` is ``ok``,
+``error`` (the work raised) or ``lost``.
 
 Listeners run synchronously in the thread (or event loop) that caused the event; an
 exception from a listener is logged and swallowed. Keep them cheap (count, observe).
@@ -21,7 +28,17 @@ import threading
 from dataclasses import dataclass
 from typing import Callable, Literal
 
-EventKind = Literal["acquired", "conflict", "renewed", "lost", "overrun", "released", "error"]
+EventKind = Literal[
+    "acquired",
+    "conflict",
+    "renewed",
+    "lost",
+    "overrun",
+    "released",
+    "error",
+    "skipped",
+    "record_failed",
+]
 
 log = logging.getLogger("joblocks.events")
 
@@ -37,6 +54,7 @@ class Event:
     waited_ms: float | None = None
     held_ms: float | None = None
     error: BaseException | None = None
+    outcome: str | None = None
 
 
 Listener = Callable[[Event], None]
@@ -70,12 +88,13 @@ def emit(
     waited_ms: float | None = None,
     held_ms: float | None = None,
     error: BaseException | None = None,
+    outcome: str | None = None,
 ) -> None:
     """Deliver an event to every listener (cheap when there are none)."""
     listeners = _listeners
     if not listeners and not log.isEnabledFor(logging.DEBUG):
         return
-    event = Event(kind, key, holder, token, waited_ms, held_ms, error)
+    event = Event(kind, key, holder, token, waited_ms, held_ms, error, outcome)
     log.debug("joblocks event: %s", event)
     for listener in listeners:
         try:

@@ -7,7 +7,7 @@ the (lock table, key) pairs this process is running. It is shared by the sync an
 asyncio faces and emptied in a forked child.
 
 The table is named by its identity as the file system or the server reports it
-(``ModelCore.identity``, read by ``joblocks._engines.table_identity``: a SQLite file's
+(``ModelCore.identity``, read by ``joblocks._tables.table_identity``: a SQLite file's
 device and inode, PostgreSQL's system identifier, MariaDB's host, port and data
 directory, and the table as the database resolves it), never by the spelling of a
 URL: two models that reach one table through different URLs share one slot.

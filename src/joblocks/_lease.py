@@ -56,6 +56,14 @@ class LeaseBase(abc.ABC):
     expires_at: datetime
     ttl_ms: int
     _model: Any  # the face's JobLockModel
+    #: ``schedule=``: the slot this run started in, ``(start_ms, end_ms)`` epoch ms UTC
+    #: by the database's clock (a release keeps the row until its end); else None.
+    slot: tuple[int, int] | None = None
+    #: The run ledger's row of this lease's run (``record=True``), and the work's error.
+    _run_id: int | None = None
+    _run_error: BaseException | None = None
+    #: ``liveness="session"``: the lease's session lock (a ``_liveness.Live``).
+    _live: Any = None
 
     def __init__(
         self,
@@ -375,88 +383,10 @@ class Lease(LeaseBase):
         return self
 
     def __exit__(self, *exc_info: object) -> None:
+        if isinstance(exc_info[1], BaseException):
+            self._run_error = exc_info[1]
         if not self._released:
             self.release()
-
-
-class LeaseOptions:
-    """The validated request of ``try_lease``/``lease``/``run_with_lock`` but its key
-    (shared by both faces): the ttl, holder and lease options, checked once and then
-    carried intact to the SQL. The decorator and the integrations build theirs once,
-    when they are set up; a key template is filled per call."""
-
-    __slots__ = (
-        "_holder",
-        "keepalive",
-        "max_hold_ms",
-        "min_hold_ms",
-        "on_lost",
-        "renew_every_ms",
-        "ttl_ms",
-        "wait_ms",
-    )
-
-    def __init__(
-        self,
-        *,
-        ttl_ms: int,
-        holder: str | None,
-        keepalive: bool,
-        renew_every: _validate.Duration | None,
-        min_hold: _validate.Duration | None,
-        wait: _validate.Duration | None,
-        on_lost: Callable[[Any], None] | None,
-        max_hold: _validate.Duration | None,
-    ) -> None:
-        self.ttl_ms = ttl_ms
-        self._holder = None if holder is None else _validate.holder(holder)
-        if not isinstance(keepalive, bool):
-            raise TypeError(f"keepalive must be a bool, not {type(keepalive).__name__}")
-        self.keepalive = keepalive
-        self.renew_every_ms = (
-            None if renew_every is None else _validate.duration_ms(renew_every, "renew_every")
-        )
-        self.max_hold_ms = None if max_hold is None else _validate.duration_ms(max_hold, "max_hold")
-        if not keepalive and (renew_every is not None or max_hold is not None):
-            raise ValueError("renew_every and max_hold need keepalive=True")
-        if self.renew_every_ms is not None and self.renew_every_ms >= ttl_ms:
-            raise ValueError(
-                f"renew_every ({self.renew_every_ms} ms) must be shorter than ttl ({ttl_ms} ms)"
-            )
-        self.min_hold_ms = (
-            0 if min_hold is None else _validate.duration_ms(min_hold, "min_hold", allow_zero=True)
-        )
-        self.wait_ms = (
-            None if wait is None else _validate.duration_ms(wait, "wait", allow_zero=True)
-        )
-        if on_lost is not None and not callable(on_lost):
-            raise TypeError(f"on_lost must be callable, not {type(on_lost).__name__}")
-        self.on_lost = on_lost
-
-    @property
-    def holder(self) -> str:
-        """The holder given, else this process's worker id (read at each use: options
-        kept by a decorator follow a fork's new worker id)."""
-        if self._holder is not None:
-            return self._holder
-        from ._identity import worker_id
-
-        return worker_id()
-
-    def lease_state(
-        self, key: str, grant: _ops.Grant, sent_at: float, ttl_ms: int
-    ) -> dict[str, Any]:
-        return {
-            "key": key,
-            "holder": self.holder,
-            "grant": grant,
-            "sent_at": sent_at,
-            "ttl_ms": ttl_ms,
-            "min_hold_ms": self.min_hold_ms,
-            "max_hold_ms": self.max_hold_ms,
-            "renew_every_ms": self.renew_every_ms,
-            "on_lost": self.on_lost,
-        }
 
 
 def deadline(sent_at: float, ttl_ms: int) -> float:
@@ -464,12 +394,3 @@ def deadline(sent_at: float, ttl_ms: int) -> float:
     database wrote ``floor(its now) + ttl``, its now being at or after ``sent_at`` but up
     to 1 ms above the floored value, so 1 ms is taken off."""
     return sent_at + (ttl_ms - 1) / 1000
-
-
-def check_cancel_on_loss(cancel_on_loss: object, keepalive: bool) -> bool:
-    """Validate asyncio's ``cancel_on_loss``: a bool, and only with keep-alive."""
-    if not isinstance(cancel_on_loss, bool):
-        raise TypeError(f"cancel_on_loss must be a bool, not {type(cancel_on_loss).__name__}")
-    if cancel_on_loss and not keepalive:
-        raise ValueError("cancel_on_loss needs keepalive=True (loss is found by renewals)")
-    return cancel_on_loss

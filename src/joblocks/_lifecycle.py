@@ -14,7 +14,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any, Callable
 
-from . import _engines, _events, _guard, _ops, _validate
+from . import _events, _guard, _ledger, _liveness, _ops, _slots, _tables, _validate
 from ._base import log
 from ._errors import LockBackendError, LockExistsError
 from ._records import JobLock
@@ -22,13 +22,14 @@ from ._steps import Shielded, Sleep, Steps, Work, call
 
 if TYPE_CHECKING:
     from ._base import ModelCore
-    from ._lease import LeaseBase, LeaseOptions
+    from ._lease import LeaseBase
+    from ._options import LeaseOptions
 
 
 def identify(model: ModelCore) -> Steps[tuple[Any, ...]]:
     """The table's identity (see ``ModelCore.identity``): read once, then kept."""
     if model._found is None:
-        found = yield from call(model, "identify table", _engines.table_identity, model.table)
+        found = yield from call(model, "identify table", _tables.table_identity, model.table)
         model._found = model._found or found
     return model._found.key
 
@@ -150,32 +151,64 @@ def take(
     times are read only when the lease needs them (keep-alive, ``on_lost``)."""
     holder = opts.holder
     attempt = 0
+    slot = None
+    if opts.schedule is not None:
+        _slots.last_skip.set(None)
+    # schedule= and liveness="session" are not given together (LeaseOptions).
+    live = None if opts.liveness == "ttl" else _liveness.Live(model, key)
     while True:
         sent = time.monotonic()
         try:
-            grant = yield from call(model, "acquire", _ops.acquire, key, holder, opts.ttl_ms)
-        except LockBackendError as exc:
-            _events.emit("error", key, holder, error=exc)
+            if live is not None:
+                yield from live.hold()
+            if opts.schedule is None:
+                grant = yield from call(model, "acquire", _ops.acquire, key, holder, opts.ttl_ms)
+            else:
+                grant, slot, skip = yield from call(
+                    model, "acquire", _slots.acquire, key, holder, opts.ttl_ms, opts.schedule
+                )
+                if skip is not None:
+                    _slots.skipped(key, holder, skip)
+                    if (model.record if opts.record is None else opts.record) == "all":
+                        yield from _ledger.record_skip(model, key, opts, skip.slot)
+                    return None
+            if live is not None:
+                grant = yield from _liveness.granted(live, grant, holder, opts.ttl_ms)
+        except BaseException as exc:
+            if live is not None and not isinstance(exc, GeneratorExit):
+                yield from _liveness.abandon(live)
+            if isinstance(exc, LockBackendError):
+                _events.emit("error", key, holder, error=exc)
             raise
         if grant is not None:
             break
         attempt += 1
         pause = next_pause(attempt, started, opts.wait_ms)
         if pause is None:
+            if live is not None:
+                yield from _liveness.abandon(live)
             _events.emit("conflict", key, holder)
+            if (model.record if opts.record is None else opts.record) == "all":
+                yield from _ledger.record_skip(model, key, opts, slot)
             return None
-        yield Sleep(pause)
+        yield Sleep(pause if live is None else _liveness.poll(pause))
     mine = True
     if grant.acquired_ms is None and (times or opts.keepalive or opts.on_lost):
         # MySQL/MariaDB report only the token: read the row's times.
         grant, mine = fill_times(grant, (yield from call(model, "peek", _ops.peek, key)))
     lease = model._lease_type(model, **opts.lease_state(key, grant, sent, opts.ttl_ms))
+    if slot is not None:
+        _slots.started(lease, slot)
+    if live is not None:
+        lease._live = live
     waited = (sent - started) * 1000 if opts.wait_ms is not None else None
     _events.emit("acquired", key, holder, token=grant.fence, waited_ms=waited)
     if not mine:
         lease._mark_lost("the row changed right after it was granted")
     elif opts.keepalive:
         lease._keep_alive()
+    if model.record if opts.record is None else opts.record:
+        yield from _ledger.record_start(model, lease, opts)
     return lease
 
 
@@ -211,9 +244,19 @@ def lease_release(lease: LeaseBase) -> Steps[bool]:
         )
     except LockBackendError as exc:
         _events.emit("error", lease.key, lease.holder, token=lease.token, error=exc)
+        if lease._run_id is not None:
+            yield from _ledger.record_end(lease)
         raise
+    finally:
+        if lease._live is not None:
+            yield from _liveness.release(lease, bool(lease._min_hold_ms or lease._hold_until_ms))
     held_ms = (time.monotonic() - lease._started) * 1000
-    _events.emit("released", lease.key, lease.holder, token=lease.token, held_ms=held_ms)
+    outcome = _ledger.outcome_of(lease)
+    _events.emit(
+        "released", lease.key, lease.holder, token=lease.token, held_ms=held_ms, outcome=outcome
+    )
+    if lease._run_id is not None:
+        yield from _ledger.record_end(lease)
     return bool(released)
 
 
@@ -284,6 +327,9 @@ def run_with_lock(
             return False
         try:
             yield Work(work, lease, cancel_on_loss)
+        except BaseException as exc:
+            lease._run_error = exc
+            raise
         finally:
             yield from release_quietly(lease)
         return True

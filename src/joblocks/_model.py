@@ -11,14 +11,17 @@ from collections.abc import Iterator
 from typing import Any, Callable, TypeVar
 
 from sqlalchemy import Connection, Engine
+from typing_extensions import Unpack
 
-from . import _lifecycle, _ops, _steps, _validate
+from . import _ledger, _lifecycle, _ops, _steps, _validate
 from ._base import ModelCore
 from ._connections import ConnectionCache
 from ._errors import translate
-from ._lease import Lease, LeaseOptions
+from ._lease import Lease
+from ._ledger import Run
+from ._options import LEASE_OPTIONS, LeaseKwargs, LeaseOptions
 from ._records import JobLock
-from ._steps import Attempt, FirstUse, Sleep, Steps, Work
+from ._steps import Attempt, FirstUse, Session, Sleep, Steps, Work
 
 T = TypeVar("T")
 
@@ -94,6 +97,8 @@ class JobLockModel(ModelCore):
                     self._create_table()
                 elif isinstance(step, Work):
                     step.work()
+                elif isinstance(step, Session):
+                    result = self._session(step)
                 else:
                     result = self._drive(step.steps)
             except BaseException as exc:  # thrown back in at the yield
@@ -112,6 +117,21 @@ class JobLockModel(ModelCore):
             cache.put_after_error(conn)
             raise
         cache.put(conn)
+        return result
+
+    def _session(self, step: Session) -> Any:
+        """A connection kept for a lease's life (see ``_steps.Session``)."""
+        conn = self.engine.connect() if step.conn is None else step.conn
+        try:
+            result = None if step.fn is None else step.fn(conn, self.statements, *step.args)
+        except BaseException:
+            conn.invalidate()
+            conn.close()
+            raise
+        if step.conn is None:
+            return conn, result
+        if step.close:
+            conn.close()
         return result
 
     def _create_table(self) -> None:
@@ -196,14 +216,7 @@ class JobLockModel(ModelCore):
         self,
         lock_key: str,
         ttl: _validate.Duration,
-        *,
-        holder: str | None = None,
-        keepalive: bool = False,
-        renew_every: _validate.Duration | None = None,
-        min_hold: _validate.Duration | None = None,
-        wait: _validate.Duration | None = None,
-        on_lost: Callable[[Lease], None] | None = None,
-        max_hold: _validate.Duration | None = None,
+        **options: Unpack[LeaseKwargs[Lease]],
     ) -> Lease | None:
         """Take ``lock_key`` and return the grant as a :class:`~joblocks.Lease`, or None.
 
@@ -215,19 +228,20 @@ class JobLockModel(ModelCore):
 
         Every duration (``ttl``, ``renew_every``, ``min_hold``, ``wait``, ``max_hold``) is
         milliseconds (int or float) or a ``datetime.timedelta``.
+
+        ``schedule`` (a cron expression, or a :class:`~joblocks.Schedule`): at most one
+        start per slot of the schedule across every worker, by the database's clock; a
+        start whose slot was already run is skipped (None); ``timezone``: the IANA zone
+        the expression is in (default UTC). See docs/howto/cron-once-per-tick.md.
+        ``record`` (True, False or ``"all"``; None: the model's ``record=``) writes the
+        run to the run ledger (``job_runs``, see docs/ledger.md); ``"all"`` records a
+        start that found the key taken as ``skipped`` too.
         """
         key = _validate.lock_key(lock_key)
-        ttl_ms = _validate.duration_ms(ttl, "ttl")
-        opts = LeaseOptions(
-            ttl_ms=ttl_ms,
-            holder=holder,
-            keepalive=keepalive,
-            renew_every=renew_every,
-            min_hold=min_hold,
-            wait=wait,
-            on_lost=on_lost,
-            max_hold=max_hold,
-        )
+        return self._take(key, LeaseOptions.of(ttl, options, "try_lease", LEASE_OPTIONS))
+
+    def _take(self, key: str, opts: LeaseOptions) -> Lease | None:
+        """:meth:`try_lease` of a request already validated."""
         lease: Lease | None = self._drive(_lifecycle.take(self, key, opts, time.monotonic()))
         return lease
 
@@ -315,6 +329,28 @@ class JobLockModel(ModelCore):
     def now_ms(self) -> int:
         """The database server's clock, in epoch milliseconds."""
         return self._drive(_lifecycle.now_ms(self))
+
+    # -- the run ledger (record=True) ------------------------------------------------
+
+    def runs(
+        self,
+        key: str | None = None,
+        *,
+        since: _validate.Duration | None = None,
+        limit: int = 1000,
+    ) -> builtins.list[Run]:
+        """The run ledger's rows, newest first: of ``key`` (None: every key), started
+        within ``since`` (ms or timedelta, by the database's clock), at most ``limit``.
+        Empty when the ledger table does not exist (nothing was recorded yet)."""
+        return self._drive(_ledger.runs(self, key, since, limit))
+
+    def prune_runs(
+        self, older_than: _validate.Duration, *, batch_size: int = _ledger.PRUNE_BATCH
+    ) -> int:
+        """Delete the ledger rows of runs started more than ``older_than`` (ms or
+        timedelta) ago by the database's clock, ``batch_size`` rows per statement (each
+        its own short transaction); the number deleted."""
+        return self._drive(_ledger.prune_runs(self, older_than, batch_size))
 
 
 def _close(cache: ConnectionCache | None, engine: Engine | None) -> None:

@@ -16,8 +16,8 @@ from typing import Any, Callable, Literal, NamedTuple, TypeVar
 from sqlalchemy import Connection
 from sqlalchemy import exc as sa_exc
 
+from ._connect import ISOLATION_INFO, ReadCommitted, read_committed_wrapper
 from ._dialects import profile
-from ._engines import ISOLATION_INFO, ReadCommitted, read_committed_wrapper
 from ._records import JobLock
 from ._schema import decode_text
 from ._sqla import dbapi_error, driver_connection, invalidate_pool, on_driver_thread
@@ -216,7 +216,7 @@ def in_place(conn: Connection, st: Statements, fn: Callable[..., T], args: Any) 
 
 def _in_read_committed(cursor: Any, wrapper: ReadCommitted, sql: str, params: Any) -> _Result:
     """Run one statement in a read committed transaction of its own (a connection whose
-    default isolation is stricter, see ``_engines.read_committed_wrapper``)."""
+    default isolation is stricter, see ``_connect.read_committed_wrapper``)."""
     cursor.execute(wrapper.begin)
     try:
         cursor.execute(sql, params)
@@ -236,10 +236,15 @@ def _run_step(
     key: str,
     holder: str,
     ttl_ms: int,
+    extra: Mapping[str, Any] | None = None,
 ) -> tuple[int, ...] | None:
-    """Run one step; its returned row (``returning``) or ``(LAST_INSERT_ID,)``, or None."""
+    """Run one step; its returned row (``returning``) or ``(LAST_INSERT_ID,)``, or None.
+    ``extra``: more parameters (``schedule=``'s ``slot_start``)."""
+    values = {"key": key, "holder": holder, "ttl": ttl_ms}
+    if extra:
+        values.update(extra)
     try:
-        result = execute(conn, step.stmt, {"key": key, "holder": holder, "ttl": ttl_ms})
+        result = execute(conn, step.stmt, values)
     except sa_exc.IntegrityError:
         if step.duplicate_means_taken:
             return None

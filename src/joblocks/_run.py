@@ -5,11 +5,14 @@ from __future__ import annotations
 import inspect
 from typing import Any, Callable
 
+from typing_extensions import Unpack
+
 from . import _lifecycle, _validate
 from ._config import get_model, resolve_model
 from ._errors import LockNotAcquired
-from ._lease import Lease, LeaseOptions
+from ._lease import Lease
 from ._model import JobLockModel
+from ._options import LEASE_OPTIONS, LeaseKwargs, LeaseOptions, RunOptions
 
 
 def check_work(work: object, *, asynchronous: bool) -> None:
@@ -36,12 +39,7 @@ def run_with_lock(
     work: Callable[[], Any],
     *,
     model: JobLockModel | None = None,
-    keepalive: bool = False,
-    renew_every: _validate.Duration | None = None,
-    min_hold: _validate.Duration | None = None,
-    wait: _validate.Duration | None = None,
-    on_lost: Callable[[Lease], None] | None = None,
-    max_hold: _validate.Duration | None = None,
+    **options: Unpack[RunOptions[Lease]],
 ) -> bool:
     """Run ``work()`` only if ``lock_key`` can be taken for this worker; release after.
 
@@ -55,23 +53,17 @@ def run_with_lock(
     ``keepalive=True`` renews it instead; ``min_hold``, ``wait``, ``on_lost``,
     ``renew_every`` and ``max_hold`` are as for :meth:`JobLockModel.try_lease` (``wait``
     also waits out an overlapping call in this process).
+    ``record`` (True, False or ``"all"``; None: the model's ``record=``) writes the run
+    to the run ledger: ``ok``, ``error`` (``work`` raised) or ``lost`` (docs/ledger.md).
 
     Every duration (``ttl``, ``renew_every``, ``min_hold``, ``wait``, ``max_hold``)
     is milliseconds (int or float) or a ``datetime.timedelta``.
+    ``schedule``/``timezone``: at most one start per cron slot across every worker
+    (False when the slot was already run); see :meth:`JobLockModel.try_lease`.
     """
     key = _validate.lock_key(lock_key)
-    ttl_ms = _validate.duration_ms(ttl, "ttl")
+    opts = LeaseOptions.of(ttl, options, "run_with_lock")
     check_work(work, asynchronous=False)
-    opts = LeaseOptions(
-        ttl_ms=ttl_ms,
-        holder=None,
-        keepalive=keepalive,
-        renew_every=renew_every,
-        min_hold=min_hold,
-        wait=wait,
-        on_lost=on_lost,
-        max_hold=max_hold,
-    )
     return run_request(model, key, opts, work)
 
 
@@ -93,13 +85,7 @@ def lease(
     ttl: _validate.Duration,
     *,
     model: JobLockModel | None = None,
-    holder: str | None = None,
-    keepalive: bool = False,
-    renew_every: _validate.Duration | None = None,
-    min_hold: _validate.Duration | None = None,
-    wait: _validate.Duration | None = None,
-    on_lost: Callable[[Lease], None] | None = None,
-    max_hold: _validate.Duration | None = None,
+    **options: Unpack[LeaseKwargs[Lease]],
 ) -> Lease:
     """Take ``lock_key`` as a context manager; raise :class:`~joblocks.LockNotAcquired`
     when it is held elsewhere::
@@ -113,19 +99,13 @@ def lease(
     :meth:`JobLockModel.try_lease`; ``model=None`` means :func:`joblocks.get_model`.
     Every duration (``ttl``, ``renew_every``, ``min_hold``, ``wait``, ``max_hold``)
     is milliseconds (int or float) or a ``datetime.timedelta``.
+    ``schedule``/``timezone``: at most one start per cron slot (a skipped start raises
+    :class:`~joblocks.LockNotAcquired`). ``record``: the run ledger (an exception out
+    of the block is an ``error`` run).
     """
     model = resolve_model(model, JobLockModel, get_model, "joblocks.JobLockModel")
-    held = model.try_lease(
-        lock_key,
-        ttl,
-        holder=holder,
-        keepalive=keepalive,
-        renew_every=renew_every,
-        min_hold=min_hold,
-        wait=wait,
-        on_lost=on_lost,
-        max_hold=max_hold,
-    )
+    key = _validate.lock_key(lock_key)
+    held = model._take(key, LeaseOptions.of(ttl, options, "lease", LEASE_OPTIONS))
     if held is None:
         raise LockNotAcquired(lock_key)
     return held

@@ -19,6 +19,7 @@ from sqlalchemy import (
     Column,
     Connection,
     Dialect,
+    Index,
     Integer,
     MetaData,
     Sequence,
@@ -28,7 +29,7 @@ from sqlalchemy import (
     inspect,
 )
 from sqlalchemy.exc import NoSuchTableError
-from sqlalchemy.schema import CreateSequence, CreateTable, SetTableComment
+from sqlalchemy.schema import CreateIndex, CreateSequence, CreateTable, SetTableComment
 from sqlalchemy.types import TypeDecorator, TypeEngine
 
 from . import _validate
@@ -149,6 +150,76 @@ def sqlite_counter_ddl(table_name: str, counter: str) -> list[str]:
 metadata = MetaData()
 job_locks = build_table(metadata)
 
+# -- the run ledger (``record=True``; see ``_ledger``) ---------------------------------
+
+JOB_RUNS_TABLE_NAME = "job_runs"
+
+#: The longest error text kept in a ledger row, in characters.
+MAX_RUN_ERROR = 500
+
+
+class BoundText(ExactText):
+    """:class:`ExactText` bound as text on every driver (aiomysql cannot bind bytes; the
+    server stores a text parameter in a VARBINARY column as its UTF-8 bytes)."""
+
+    cache_ok = True
+
+    def bind_processor(self, dialect: Dialect) -> None:
+        return None
+
+
+def runs_table_name(lock_table_name: str) -> str:
+    """The ledger's table beside a lock table: ``job_locks`` -> ``job_runs``, any other
+    ``<name>_locks`` -> ``<name>_runs``, else ``<name>_runs``."""
+    stem = (
+        lock_table_name[: -len("_locks")] if lock_table_name.endswith("_locks") else lock_table_name
+    )
+    return f"{stem}_runs"
+
+
+def build_runs_table(
+    metadata: MetaData, table_name: str = JOB_RUNS_TABLE_NAME, schema: str | None = None
+) -> Table:
+    """Add the run ledger's table (one row per run, see :doc:`/ledger`) to ``metadata``.
+
+    Not part of :data:`metadata`: the ledger is opt-in (``record=True``). For your own
+    migrations, ``joblocks.build_runs_table(my_metadata)`` (or ``joblocks.runs_metadata``).
+    Times are epoch milliseconds by the database's clock; ``outcome`` is NULL while a run
+    is in progress, then ``ok``, ``error``, ``lost`` or ``skipped``.
+    """
+    _validate.identifier(table_name, "table_name", _validate.MAX_TABLE_NAME + 5)
+    if schema is not None:
+        _validate.identifier(schema, "schema")
+    table = Table(
+        table_name,
+        metadata,
+        Column("id", BigInteger().with_variant(Integer, "sqlite"), primary_key=True),
+        Column("key", BoundText(_validate.MAX_KEY_BYTES), nullable=False),
+        Column("slot", BigInteger, nullable=True),
+        Column("schedule", String(255), nullable=True),
+        Column("timezone", String(64), nullable=True),
+        Column("holder", BoundText(_validate.MAX_HOLDER_BYTES), nullable=False),
+        Column("host", String(255), nullable=False),
+        Column("pid", Integer, nullable=False),
+        Column("token", BigInteger, nullable=True),
+        Column("started_at", BigInteger, nullable=False),
+        Column("ended_at", BigInteger, nullable=True),
+        Column("duration_ms", BigInteger, nullable=True),
+        Column("outcome", String(16), nullable=True),
+        Column("error", String(MAX_RUN_ERROR), nullable=True),
+        Index(f"{table_name}_key_ix", "key", "started_at"),
+        Index(f"{table_name}_start_ix", "started_at"),
+        schema=schema,
+        comment="joblocks run ledger: one row per run",
+        info={"joblocks": "runs"},
+    )
+    return table
+
+
+#: The default ledger table, in a MetaData of its own (opt-in, see ``build_runs_table``).
+runs_metadata = MetaData()
+job_runs = build_runs_table(runs_metadata)
+
 
 def ddl_statements(
     dialect: Dialect | str, table: Table, *, if_not_exists: bool = False
@@ -176,14 +247,18 @@ def _ddl(dialect: Dialect, table: Table, if_not_exists: bool) -> list[tuple[str,
     # A dialect that met its server knows whether it has sequences (MySQL has none,
     # and create_all skips it there); one compiled offline is taken at its family's word.
     offline = getattr(dialect, "server_version_info", None) is None
-    if prof.fence_kind == "sequence" and (dialect.supports_sequences or offline):
+    runs = table.info.get("joblocks") == "runs"  # the ledger: no fencing counter
+    if prof.fence_kind == "sequence" and (dialect.supports_sequences or offline) and not runs:
         create = CreateSequence(fence_sequence(table), if_not_exists=if_not_exists)
         out.append(("sequence", str(create.compile(dialect=dialect)).strip()))
     create_table = CreateTable(table, if_not_exists=if_not_exists)
     out.append(("table", str(create_table.compile(dialect=dialect)).strip()))
     if table.comment and dialect.supports_comments and not dialect.inline_comments:
         out.append(("table", str(SetTableComment(table).compile(dialect=dialect)).strip()))
-    if prof.fence_kind == "counter":
+    for index in sorted(table.indexes, key=lambda found: str(found.name)):
+        create_index = CreateIndex(index, if_not_exists=if_not_exists)
+        out.append(("index", str(create_index.compile(dialect=dialect)).strip()))
+    if prof.fence_kind == "counter" and not runs:
         counter = sqlite_counter_ddl(table.name, fence_counter_name(table.name))
         out.extend(("counter", statement) for statement in counter)
     return out
@@ -204,7 +279,8 @@ def ensure_table(conn: Connection, table: Table) -> None:
     A table of that name that is not a joblocks lock table (see :func:`shape_problems`)
     raises :class:`~joblocks.LockTableMismatch`, and nothing is created.
     """
-    check_shape(conn, table)
+    if table.info.get("joblocks") != "runs":
+        check_shape(conn, table)
     statements = _ddl(conn.dialect, table, if_not_exists=False)
     for attempt in range(1, 6):
         try:
@@ -215,6 +291,7 @@ def ensure_table(conn: Connection, table: Table) -> None:
                 and found.has_sequence(fence_sequence_name(table.name), schema=table.schema),
                 "counter": False,
             }
+            exists["index"] = exists["table"]  # created with the table
             for kind, statement in statements:
                 if not exists[kind]:
                     conn.exec_driver_sql(statement)

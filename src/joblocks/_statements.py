@@ -37,6 +37,9 @@ _ADVISORY_CLASS = 0x6A6C
 
 Params = Union[tuple[Any, ...], dict[str, Any]]
 
+#: ``schedule=``: the row's last grant was before the slot now (``_slots``).
+IN_SLOT = " AND acquired_at < :slot_start"
+
 
 @dataclass(frozen=True)
 class Prepared:
@@ -103,6 +106,9 @@ class Statements:
     prune_range: Prepared
     prune_rest: Prepared
     prune_count: Prepared
+    # ``schedule=`` (``_slots``): the acquire steps that also need the row's last grant
+    # to be before the slot (``:slot_start``, epoch ms): one start per slot.
+    acquire_in_slot: tuple[AcquireStep, ...] = ()
 
 
 def _prepare(dialect: Dialect, sql: str) -> Prepared:
@@ -202,15 +208,14 @@ def build(dialect: Dialect, table: Table, path: AcquirePath | None = None) -> St
             f"UPDATE {t} SET fence = LAST_INSERT_ID({nxt}) "
             "WHERE id = :key AND holder = :holder AND fence = :fence"
         )
-        update = AcquireStep(
-            p(
-                f"UPDATE {t} SET fence = IF(holder = :holder AND expires_at > {now}, "
-                f"LAST_INSERT_ID(fence), LAST_INSERT_ID({nxt})), holder = :holder, "
-                f"acquired_at = {now}, "
-                f"expires_at = {now} + :ttl WHERE id = :key AND {ours_or_expired}"
-            ),
-            "lastrowid",
+        update_sql = (
+            f"UPDATE {t} SET fence = IF(holder = :holder AND expires_at > {now}, "
+            f"LAST_INSERT_ID(fence), LAST_INSERT_ID({nxt})), holder = :holder, "
+            f"acquired_at = {now}, "
+            f"expires_at = {now} + :ttl WHERE id = :key AND {ours_or_expired}"
         )
+        update = AcquireStep(p(update_sql), "lastrowid")
+        slot_update = AcquireStep(p(update_sql + IN_SLOT), "lastrowid")
         plain_insert = AcquireStep(
             p(f"INSERT INTO {t} ({cols}) " + values.format(fence=f"LAST_INSERT_ID({nxt})")),
             "lastrowid",
@@ -218,6 +223,7 @@ def build(dialect: Dialect, table: Table, path: AcquirePath | None = None) -> St
             redraw=redraw,
         )
         acquire = (upsert,) if chosen == "upsert" else (update, plain_insert)
+        acquire_in_slot = (slot_update, plain_insert)
         update_holder = p(
             f"UPDATE {t} SET fence = IF(holder = :holder, fence, {nxt}), holder = :holder "
             "WHERE id = :key"
@@ -247,16 +253,16 @@ def build(dialect: Dialect, table: Table, path: AcquirePath | None = None) -> St
             ),
             "returning",
         )
-        update = AcquireStep(
-            p(
-                f"UPDATE {t} SET holder = :holder, acquired_at = {now}, "
-                f"expires_at = {now} + :ttl, "
-                f"fence = CASE WHEN holder = :holder AND expires_at > {now} THEN fence "
-                f"ELSE {nxt} END "
-                f"WHERE id = :key AND {ours_or_expired} RETURNING fence, acquired_at, expires_at"
-            ),
-            "returning",
+        update_sql = (
+            f"UPDATE {t} SET holder = :holder, acquired_at = {now}, "
+            f"expires_at = {now} + :ttl, "
+            f"fence = CASE WHEN holder = :holder AND expires_at > {now} THEN fence "
+            f"ELSE {nxt} END "
+            f"WHERE id = :key AND {ours_or_expired}{{in_slot}} "
+            "RETURNING fence, acquired_at, expires_at"
         )
+        update = AcquireStep(p(update_sql.replace("{in_slot}", "")), "returning")
+        slot_update = AcquireStep(p(update_sql.replace("{in_slot}", IN_SLOT)), "returning")
         insert_ignore = AcquireStep(
             p(
                 f"INSERT INTO {t} ({cols}) "
@@ -279,6 +285,7 @@ def build(dialect: Dialect, table: Table, path: AcquirePath | None = None) -> St
             "update_insert": (update, insert_ignore),
             "portable": (update, plain_insert),
         }[chosen]
+        acquire_in_slot = (slot_update, plain_insert if chosen == "portable" else insert_ignore)
         update_holder = p(
             f"UPDATE {t} SET fence = CASE WHEN holder = :holder THEN fence ELSE {nxt} END, "
             "holder = :holder WHERE id = :key"
@@ -325,6 +332,7 @@ def build(dialect: Dialect, table: Table, path: AcquirePath | None = None) -> St
         update_ttl=p(f"UPDATE {t} SET expires_at = {now} + :ttl WHERE id = :key"),
         delete=p(f"DELETE FROM {t} WHERE id = :key"),
         now=p(f"SELECT {now}"),
+        acquire_in_slot=acquire_in_slot,
         **_paging(p, family, t, row, live, expired, now),
     )
 

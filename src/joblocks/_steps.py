@@ -71,7 +71,32 @@ class Shielded:
         self.steps = steps
 
 
-Step = Union[Attempt, Sleep, FirstUse, Work, Shielded]
+class Session:
+    """A connection a lease keeps for its life (``liveness="session"``, see ``_liveness``).
+
+    Without ``conn``: open a connection of the model's engine, run ``fn(conn,
+    statements, *args)`` on it, and give back ``(conn, its result)``. With ``conn``
+    (one such step gave): run ``fn`` on it (when not None) and give back its result,
+    then close it if ``close``. On an error the connection is invalidated (never
+    reused) and closed.
+    """
+
+    __slots__ = ("args", "close", "conn", "fn")
+
+    def __init__(
+        self,
+        fn: Callable[..., Any] | None,
+        args: tuple[Any, ...],
+        conn: Any = None,
+        close: bool = False,
+    ) -> None:
+        self.fn = fn
+        self.args = args
+        self.conn = conn
+        self.close = close
+
+
+Step = Union[Attempt, Sleep, FirstUse, Work, Shielded, Session]
 Steps = Generator[Step, Any, T]
 
 FIRST_USE = FirstUse()

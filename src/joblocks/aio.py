@@ -15,7 +15,9 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Mapping
 from typing import Any, Callable, TypeVar
 
-from . import _config, _engines, _lifecycle, _ops, _steps, _validate
+from typing_extensions import Unpack
+
+from . import _config, _engines, _ledger, _lifecycle, _ops, _steps, _validate
 from ._base import Database, ModelCore
 from ._config import resolve_model
 from ._errors import (
@@ -35,11 +37,19 @@ from ._errors import (
     translate,
 )
 from ._keepalive import task_renewer
-from ._lease import LeaseBase, LeaseOptions, check_cancel_on_loss
+from ._lease import LeaseBase
+from ._ledger import Run
+from ._options import (
+    LEASE_OPTIONS,
+    LeaseKwargs,
+    LeaseOptions,
+    RunOptions,
+    check_cancel_on_loss,
+)
 from ._records import JobLock
 from ._run import check_work
 from ._sqla import greenlet_spawn, hands_off_per_statement
-from ._steps import Attempt, FirstUse, Sleep, Steps, Work
+from ._steps import Attempt, FirstUse, Session, Sleep, Steps, Work
 
 _engines.require_asyncio()  # an ImportError naming the extra to install, not a late failure
 
@@ -60,6 +70,7 @@ __all__ = [
     "LockTableMismatch",
     "LockTableMissing",
     "LockTimeoutError",
+    "Run",
     "configure",
     "get_model",
     "lease",
@@ -108,11 +119,36 @@ class JobLockModel(ModelCore):
                         await step.lease._run_cancellable(step.work)  # type: ignore[attr-defined]
                     else:
                         await step.work()
+                elif isinstance(step, Session):
+                    result = await self._session(step)
                 else:
                     # A cancelled caller still gets these steps done (e.g. a release).
                     result = await asyncio.shield(self._drive(step.steps))
             except BaseException as exc:  # thrown back in at the yield
                 error = exc
+
+    async def _session(self, step: Session) -> Any:
+        """A connection kept for a lease's life (see ``_steps.Session``)."""
+        timeout = self._io_timeout
+        conn = step.conn
+        if conn is None:
+            opening = self.engine.connect()
+            conn = await (asyncio.wait_for(opening, timeout) if timeout else opening)
+        try:
+            result = None
+            if step.fn is not None:
+                work = conn.run_sync(step.fn, self.statements, *step.args)
+                result = await (asyncio.wait_for(work, timeout) if timeout else work)
+        except BaseException:
+            with contextlib.suppress(Exception):
+                await conn.invalidate()
+            await asyncio.shield(conn.close())
+            raise
+        if step.conn is None:
+            return conn, result
+        if step.close:
+            await conn.close()
+        return result
 
     async def _open(self) -> None:
         with translate(self._first_use_name, self.database):
@@ -195,33 +231,21 @@ class JobLockModel(ModelCore):
         self,
         lock_key: str,
         ttl: _validate.Duration,
-        *,
-        holder: str | None = None,
-        keepalive: bool = False,
-        renew_every: _validate.Duration | None = None,
-        min_hold: _validate.Duration | None = None,
-        wait: _validate.Duration | None = None,
-        on_lost: Callable[[Lease], None] | None = None,
-        max_hold: _validate.Duration | None = None,
+        **options: Unpack[LeaseKwargs[Lease]],
     ) -> Lease | None:
         """Take ``lock_key`` and return the grant as a :class:`Lease`, or None.
 
         See :meth:`joblocks.JobLockModel.try_lease`; keep-alive runs as one task per
         event loop. Every duration (``ttl``, ``renew_every``, ``min_hold``, ``wait``,
         ``max_hold``) is milliseconds (int or float) or a ``datetime.timedelta``.
+        ``schedule``/``timezone``: at most one start per cron slot, as there.
+        ``record``: the run ledger (see :meth:`joblocks.JobLockModel.try_lease`).
         """
         key = _validate.lock_key(lock_key)
-        ttl_ms = _validate.duration_ms(ttl, "ttl")
-        opts = LeaseOptions(
-            ttl_ms=ttl_ms,
-            holder=holder,
-            keepalive=keepalive,
-            renew_every=renew_every,
-            min_hold=min_hold,
-            wait=wait,
-            on_lost=on_lost,
-            max_hold=max_hold,
-        )
+        return await self._take(key, LeaseOptions.of(ttl, options, "try_lease", LEASE_OPTIONS))
+
+    async def _take(self, key: str, opts: LeaseOptions) -> Lease | None:
+        """:meth:`try_lease` of a request already validated."""
         held: Lease | None = await self._drive(_lifecycle.take(self, key, opts, time.monotonic()))
         return held
 
@@ -298,6 +322,24 @@ class JobLockModel(ModelCore):
         """The database server's clock, in epoch milliseconds."""
         return await self._drive(_lifecycle.now_ms(self))
 
+    async def runs(
+        self,
+        key: str | None = None,
+        *,
+        since: _validate.Duration | None = None,
+        limit: int = 1000,
+    ) -> builtins.list[Run]:
+        """The run ledger's rows, newest first; see :meth:`joblocks.JobLockModel.runs`
+        (``since``: ms or timedelta)."""
+        return await self._drive(_ledger.runs(self, key, since, limit))
+
+    async def prune_runs(
+        self, older_than: _validate.Duration, *, batch_size: int = _ledger.PRUNE_BATCH
+    ) -> int:
+        """Delete ledger rows of runs started more than ``older_than`` (ms or timedelta)
+        ago, in batches; see :meth:`joblocks.JobLockModel.prune_runs`."""
+        return await self._drive(_ledger.prune_runs(self, older_than, batch_size))
+
 
 async def run_with_lock(
     lock_key: str,
@@ -305,37 +347,25 @@ async def run_with_lock(
     work: Callable[[], Awaitable[Any]],
     *,
     model: JobLockModel | None = None,
-    keepalive: bool = False,
-    renew_every: _validate.Duration | None = None,
-    min_hold: _validate.Duration | None = None,
-    wait: _validate.Duration | None = None,
-    on_lost: Callable[[Lease], None] | None = None,
-    max_hold: _validate.Duration | None = None,
     cancel_on_loss: bool = False,
+    **options: Unpack[RunOptions[Lease]],
 ) -> bool:
     """Await ``work()`` only if ``lock_key`` can be taken for this worker; release after.
 
     See :func:`joblocks.run_with_lock`. Cancellation inside ``work`` still releases,
     then propagates. With ``keepalive=True`` and ``cancel_on_loss=True``, ``work`` is
     cancelled when the lease is found lost, and :class:`LeaseLost` is raised.
+    ``schedule``/``timezone``: at most one start per cron slot (False when skipped).
+    ``record`` (True, False or ``"all"``; None: the model's) writes the run to the run
+    ledger, as for :func:`joblocks.run_with_lock`.
 
     Every duration (``ttl``, ``renew_every``, ``min_hold``, ``wait``, ``max_hold``)
     is milliseconds (int or float) or a ``datetime.timedelta``.
     """
     key = _validate.lock_key(lock_key)
-    ttl_ms = _validate.duration_ms(ttl, "ttl")
+    opts = LeaseOptions.of(ttl, options, "run_with_lock")
     check_work(work, asynchronous=True)
-    check_cancel_on_loss(cancel_on_loss, keepalive)
-    opts = LeaseOptions(
-        ttl_ms=ttl_ms,
-        holder=None,
-        keepalive=keepalive,
-        renew_every=renew_every,
-        min_hold=min_hold,
-        wait=wait,
-        on_lost=on_lost,
-        max_hold=max_hold,
-    )
+    check_cancel_on_loss(cancel_on_loss, opts.keepalive)
     return await _run_request(model, key, opts, work, cancel_on_loss)
 
 
@@ -428,6 +458,8 @@ class Lease(LeaseBase):
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
+        if isinstance(exc_info[1], BaseException):
+            self._run_error = exc_info[1]
         if not self.released:
             await self.release()
 
@@ -441,37 +473,26 @@ async def lease(
     ttl: _validate.Duration,
     *,
     model: JobLockModel | None = None,
-    holder: str | None = None,
-    keepalive: bool = False,
-    renew_every: _validate.Duration | None = None,
-    min_hold: _validate.Duration | None = None,
-    wait: _validate.Duration | None = None,
-    on_lost: Callable[[Lease], None] | None = None,
-    max_hold: _validate.Duration | None = None,
     cancel_on_loss: bool = False,
+    **options: Unpack[LeaseKwargs[Lease]],
 ) -> AsyncIterator[Lease]:
     """``async with joblocks.aio.lease(key, ttl) as held:`` — raises
     :class:`LockNotAcquired` when held elsewhere; released when the block exits.
 
     With ``keepalive=True`` and ``cancel_on_loss=True``, the task running the block is
     cancelled when the lease is found lost; :class:`LeaseLost` is raised from it.
+    ``schedule``/``timezone``: at most one start per cron slot (a skipped start raises
+    :class:`LockNotAcquired`).
+    ``record``: the run ledger (an exception out of the block is an ``error`` run).
 
     Every duration (``ttl``, ``renew_every``, ``min_hold``, ``wait``, ``max_hold``)
     is milliseconds (int or float) or a ``datetime.timedelta``.
     """
     model = resolve_model(model, JobLockModel, get_model, "joblocks.aio.JobLockModel")
-    check_cancel_on_loss(cancel_on_loss, keepalive)
-    held = await model.try_lease(
-        lock_key,
-        ttl,
-        holder=holder,
-        keepalive=keepalive,
-        renew_every=renew_every,
-        min_hold=min_hold,
-        wait=wait,
-        on_lost=on_lost,
-        max_hold=max_hold,
-    )
+    key = _validate.lock_key(lock_key)
+    opts = LeaseOptions.of(ttl, options, "lease", LEASE_OPTIONS)
+    check_cancel_on_loss(cancel_on_loss, opts.keepalive)
+    held = await model._take(key, opts)
     if held is None:
         raise LockNotAcquired(lock_key)
     watcher: asyncio.Task[None] | None = None
@@ -488,9 +509,13 @@ async def lease(
         watcher = asyncio.ensure_future(cancel_body())
     try:
         yield held
-    except asyncio.CancelledError:
+    except asyncio.CancelledError as exc:
+        held._run_error = exc
         if held.lost and cancel_on_loss:
             raise held._lost_error() from None
+        raise
+    except BaseException as exc:
+        held._run_error = exc
         raise
     finally:
         if watcher is not None:

@@ -3,9 +3,13 @@
 Both are fed by :func:`joblocks.add_listener` and record, for this process:
 
 - a counter of events by ``kind``: ``acquired``, ``conflict``, ``renewed``, ``lost``,
-  ``overrun``, ``released``, ``error``;
+  ``overrun``, ``released``, ``error``, ``skipped``;
 - a histogram of the time spent waiting for a lock (acquires made with ``wait=``);
-- a histogram of how long leases were held (observed at release).
+- a histogram of how long leases were held (observed at release);
+- for cron monitoring, per key: the time of the last successful run (a gauge, Unix
+  seconds by this process's clock, set when a lease is released after work that did
+  not raise and did not lose the lease), and a histogram of run durations labelled by
+  ``outcome`` (``ok``, ``error``, ``lost``). Both always carry the ``key`` label.
 
 Series are labelled by ``kind`` only. ``by_key=True`` adds a ``key`` label (attribute)
 to every series: one set of series per lock key, so use it only with a small, fixed
@@ -28,6 +32,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -56,6 +61,8 @@ EVENT_KINDS: tuple[EventKind, ...] = (
     "overrun",
     "released",
     "error",
+    "skipped",
+    "record_failed",
 )
 
 #: Histogram bounds for the wait for a lock, in seconds.
@@ -119,6 +126,9 @@ class MetricsHandle:
         self._cleanup = cleanup
         self._lock = threading.Lock()
         self._installed = True
+        #: The last-success gauge and the run-duration histogram (set by ``install_*``).
+        self.last_success: Any = None
+        self.run_duration: Any = None
 
     @property
     def installed(self) -> bool:
@@ -146,6 +156,8 @@ def _listener(
     count: Callable[[EventKind, str], None],
     observe_wait: Callable[[float, str], None],
     observe_hold: Callable[[float, str], None],
+    observe_run: Callable[[float, str, str], None] | None = None,
+    succeeded: Callable[[float, str], None] | None = None,
 ) -> Callable[[Event], None]:
     def on_event(event: Event) -> None:
         count(event.kind, event.key)
@@ -153,6 +165,11 @@ def _listener(
             observe_wait(event.waited_ms / 1000, event.key)
         elif event.kind == "released" and event.held_ms is not None:
             observe_hold(event.held_ms / 1000, event.key)
+            outcome = event.outcome or "ok"
+            if observe_run is not None:
+                observe_run(event.held_ms / 1000, event.key, outcome)
+            if succeeded is not None and outcome == "ok":
+                succeeded(time.time(), event.key)
 
     return on_event
 
@@ -177,7 +194,10 @@ def install_prometheus(
 
     - ``joblocks_events_total{kind}``: a counter of events, every kind present from 0;
     - ``joblocks_wait_seconds``: a histogram of waits for a lock (acquires with ``wait=``);
-    - ``joblocks_hold_seconds``: a histogram of how long leases were held (at release).
+    - ``joblocks_hold_seconds``: a histogram of how long leases were held (at release);
+    - ``joblocks_last_success_timestamp_seconds{key}``: when the key's last successful
+      run ended (Unix seconds; alert when ``time() - it`` exceeds the schedule);
+    - ``joblocks_run_duration_seconds{key, outcome}``: a histogram of run durations.
 
     ``registry`` defaults to ``prometheus_client.REGISTRY``. ``by_key=True`` adds a
     ``key`` label to all three (one series per lock key: keep the keys few). Installing
@@ -220,6 +240,21 @@ def install_prometheus(
             buckets=tuple(hold_buckets),
         )
         made.append(hold)
+        last_success = prometheus_client.Gauge(
+            f"{prefix}_last_success_timestamp_seconds",
+            "When the last successful run of a key ended (Unix time, seconds)",
+            ("key",),
+            registry=target,
+        )
+        made.append(last_success)
+        run_duration = prometheus_client.Histogram(
+            f"{prefix}_run_duration_seconds",
+            "How long runs took, by key and outcome (ok, error, lost)",
+            ("key", "outcome"),
+            registry=target,
+            buckets=tuple(hold_buckets),
+        )
+        made.append(run_duration)
     except Exception:
         unregister()
         raise
@@ -239,9 +274,17 @@ def install_prometheus(
     def observe_hold(seconds: float, key: str) -> None:
         (hold.labels(key=key) if by_key else hold).observe(seconds)
 
-    listener = _listener(count, observe_wait, observe_hold)
+    def observe_run(seconds: float, key: str, outcome: str) -> None:
+        run_duration.labels(key=key, outcome=outcome).observe(seconds)
+
+    def succeeded(now: float, key: str) -> None:
+        last_success.labels(key=key).set(now)
+
+    listener = _listener(count, observe_wait, observe_hold, observe_run, succeeded)
     add_listener(listener)
-    return MetricsHandle(listener, events, wait, hold, unregister)
+    handle = MetricsHandle(listener, events, wait, hold, unregister)
+    handle.last_success, handle.run_duration = last_success, run_duration
+    return handle
 
 
 def install_opentelemetry(
@@ -258,7 +301,11 @@ def install_opentelemetry(
 
     - ``joblocks.events``: a counter of events, attribute ``kind``;
     - ``joblocks.wait.duration`` (s): a histogram of waits for a lock;
-    - ``joblocks.hold.duration`` (s): a histogram of how long leases were held.
+    - ``joblocks.hold.duration`` (s): a histogram of how long leases were held;
+    - ``joblocks.last_success`` (s): a gauge, when the key's last successful run ended
+      (Unix time), attribute ``key``;
+    - ``joblocks.run.duration`` (s): a histogram of run durations, attributes ``key``
+      and ``outcome``.
 
     ``meter_provider`` defaults to the global one (``opentelemetry.metrics``).
     ``by_key=True`` adds a ``key`` attribute (one series per lock key). The bucket
@@ -286,6 +333,18 @@ def install_opentelemetry(
         explicit_bucket_boundaries_advisory=list(hold_buckets),
     )
 
+    last_success = meter.create_gauge(
+        f"{prefix}.last_success",
+        unit="s",
+        description="When the last successful run of a key ended (Unix time)",
+    )
+    run_duration = meter.create_histogram(
+        f"{prefix}.run.duration",
+        unit="s",
+        description="How long runs took, by key and outcome (ok, error, lost)",
+        explicit_bucket_boundaries_advisory=list(hold_buckets),
+    )
+
     def attributes(key: str) -> dict[str, str]:
         return {"key": key} if by_key else {}
 
@@ -298,6 +357,14 @@ def install_opentelemetry(
     def observe_hold(seconds: float, key: str) -> None:
         hold.record(seconds, attributes(key))
 
-    listener = _listener(count, observe_wait, observe_hold)
+    def observe_run(seconds: float, key: str, outcome: str) -> None:
+        run_duration.record(seconds, {"key": key, "outcome": outcome})
+
+    def succeeded(now: float, key: str) -> None:
+        last_success.set(now, {"key": key})
+
+    listener = _listener(count, observe_wait, observe_hold, observe_run, succeeded)
     add_listener(listener)
-    return MetricsHandle(listener, events, wait, hold)
+    handle = MetricsHandle(listener, events, wait, hold)
+    handle.last_success, handle.run_duration = last_success, run_duration
+    return handle

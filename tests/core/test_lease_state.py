@@ -24,7 +24,7 @@ import joblocks
 import joblocks.aio
 from joblocks import _ops
 from joblocks._clock import statement_now_sql
-from joblocks._lease import LeaseOptions
+from joblocks._options import LeaseOptions
 
 MS = timedelta(milliseconds=1)
 EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)

@@ -33,7 +33,7 @@ from collections.abc import Sequence
 from typing import Callable
 
 from .._version import __version__
-from . import locks, run, setup
+from . import history, locks, run, setup
 from ._common import (
     DURATION_OPTIONS,
     EXIT_BACKEND,
@@ -127,6 +127,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.register(sub, common)
     locks.register(sub, common)
     setup.register(sub, common)
+    history.register(sub, common)
     return parser
 
 

@@ -155,6 +155,9 @@ class _Run:
                     wait=args.wait,
                     min_hold=args.min_hold,
                     on_lost=self._on_lost if args.keepalive else None,
+                    schedule=args.schedule,
+                    record=args.record,
+                    liveness=args.liveness,
                 )
             except _Interrupted as exc:
                 if lease is not None:  # the signal came right after the grant
@@ -163,11 +166,22 @@ class _Run:
                 return 128 + exc.signum
             self.mode = "record"
             if lease is None:
+                skip = _skipped()
+                if skip is not None:
+                    if not args.quiet:
+                        err(f"{skip.reason(self.key)}; not running {_command_text(self.command)}")
+                    skip_code: int = args.skip_exit_code
+                    return skip_code
                 self._conflict(model)
                 code: int = args.conflict_exit_code
                 return code
             try:
-                return self._supervise(lease)
+                status = self._supervise(lease)
+                if status != 0:  # an "error" run in the ledger (--record)
+                    from .._ledger import CommandFailed
+
+                    lease._run_error = CommandFailed(status)
+                return status
             finally:
                 self.mode = "record"
                 self._release(lease)
@@ -275,6 +289,13 @@ class _Run:
             err(f"the lock {self.shown} was no longer held when the command ended")
 
 
+def _skipped() -> Any:
+    """The skip of the take just made (``--schedule``: its slot already run), or None."""
+    from .._slots import last_skip
+
+    return last_skip.get()
+
+
 def run(args: argparse.Namespace) -> int:
     """``joblocks run``: the command's exit code, or the conflict/lost/error code."""
     return _Run(args).run()
@@ -292,7 +313,10 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
         epilog="Keep-alive renews the lock while the command runs (every ttl/3), so the "
         "ttl only\nbounds how long a crashed run blocks others. If the lock is lost "
         "anyway, the\ncommand gets SIGTERM and joblocks exits with 75 (--on-lost "
-        "continue: a warning only).\n\nDurations (--ttl, --wait, --min-hold) are "
+        "continue: a warning only).\n\n--schedule CRON: one start per slot of the schedule "
+        "(the period between two\nfire times, by the database's clock); a start whose "
+        "slot was already run exits\nwith --skip-exit-code (0).\n\n"
+        "Durations (--ttl, --wait, --min-hold) are "
         f"{DURATION_HELP}\n({DURATION_UNITS}).\nA bare number (--ttl 10) is refused: "
         "write 10s, 10m or 10ms.",
     )
@@ -331,13 +355,48 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
         help="exit code when the lock is held elsewhere (default: 0, so cron stays quiet)",
     )
     p.add_argument(
+        "--schedule",
+        metavar="CRON",
+        help="the job's cron schedule, e.g. '*/5 * * * *': at most one start per slot "
+        "across every replica; a start whose slot was already run is skipped",
+    )
+    p.add_argument(
+        "--timezone",
+        metavar="TZ",
+        help="the IANA time zone of --schedule, e.g. Europe/Berlin (default: UTC)",
+    )
+    p.add_argument(
+        "--skip-exit-code",
+        type=exit_code,
+        default=0,
+        metavar="N",
+        help="exit code when --schedule's slot was already run (default: 0)",
+    )
+    p.add_argument(
         "--on-lost",
         choices=("terminate", "continue"),
         default="terminate",
         help="lock lost while the command runs: SIGTERM it and exit 75 (default), or only warn",
     )
     p.add_argument(
+        "--liveness",
+        choices=("ttl", "session"),
+        default="ttl",
+        help="session: a crashed holder (its process gone) is taken over at once, "
+        "not after its ttl (default: ttl)",
+    )
+    p.add_argument(
         "-q", "--quiet", action="store_true", help="no message when the lock is held elsewhere"
+    )
+    p.add_argument(
+        "--record",
+        nargs="?",
+        const=True,
+        default=None,
+        choices=(True, "all"),
+        type=lambda word: "all" if word == "all" else word,
+        help="write the run to the run ledger (job_runs; see joblocks history/status); "
+        "--record all: also a start that found the lock held, as skipped",
     )
 
 
@@ -358,6 +417,13 @@ def split_command(parser: argparse.ArgumentParser, words: list[str]) -> argparse
         _run_usage(parser, hint)
     if not tail:
         _run_usage(parser, "the command to run is missing after --")
+    if args.schedule is not None or args.timezone is not None:
+        from .._options import schedule_option
+
+        try:
+            args.schedule = schedule_option(args.schedule, args.timezone)
+        except (TypeError, ValueError) as exc:
+            _run_usage(parser, str(exc).replace("schedule=", "--schedule"))
     args.argv = tail
     return args
 

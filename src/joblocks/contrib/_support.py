@@ -12,19 +12,26 @@ list (an integration needing more adds it here, not a private import of its own)
 - lock keys from a job's arguments: :class:`KeyTemplate` (a ``str.format`` template
   checked against the function's signature);
 - running under a lease: :func:`run_leased` (``(ran, result)``, the lease released
-  quietly afterwards), :class:`SingleInstance` (the decorator's wrapper, also the
+  quietly afterwards), :func:`try_lease_async` (an asyncio lease of options checked
+  once), :class:`SingleInstance` (the decorator's wrapper, also the
   APScheduler executor's), :func:`is_async_callable` (which face runs a function);
 - :func:`unique_holder`: a holder of its own for every run (this process's worker id
   and a random suffix), so that a lease kept by ``min_hold`` shuts out later runs;
 - the default model: :func:`get_model` (sync, as set by :func:`configure`);
-- :data:`log`: the library's logger (``"joblocks"``).
+  :func:`wrong_face`, the one error for a model of the other face;
+- :data:`log`: the library's logger (``"joblocks"``);
+- ``schedule=``: :func:`schedule_option` (check a schedule and its time zone), and
+  :data:`last_skip` (the skip of this thread's last scheduled take, or None).
 """
 
 from __future__ import annotations
 
 # Re-exported with ``as`` (mypy's explicit re-export) and without ``__all__``: the names
 # are for the integrations, not a public API of their own.
+from typing import TYPE_CHECKING
+
 from .._base import log as log
+from .._base import wrong_face as wrong_face
 from .._config import check_options as check_options
 from .._config import configure as configure
 from .._config import get_model as get_model
@@ -33,8 +40,21 @@ from .._decorator import SingleInstance as SingleInstance
 from .._decorator import is_async_callable as is_async_callable
 from .._decorator import run_leased as run_leased
 from .._decorator import unique_holder as unique_holder
-from .._lease import LeaseOptions as LeaseOptions
-from .._lease import check_cancel_on_loss as check_cancel_on_loss
+from .._options import LeaseOptions as LeaseOptions
+from .._options import check_cancel_on_loss as check_cancel_on_loss
+from .._options import schedule_option as schedule_option
+from .._slots import last_skip as last_skip
 from .._validate import Duration as Duration
 from .._validate import duration_ms as duration_ms
 from .._validate import lock_key as lock_key
+
+if TYPE_CHECKING:
+    from .. import aio
+
+
+async def try_lease_async(
+    model: aio.JobLockModel, key: str, options: LeaseOptions
+) -> aio.Lease | None:
+    """``model.try_lease`` of a key and options already checked (``options.for_run``
+    gives a run its holder)."""
+    return await model._take(key, options)

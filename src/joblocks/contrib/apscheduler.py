@@ -14,6 +14,11 @@ Two ways in:
 
       scheduler.add_job(locked_job(ttl=60_000, min_hold=30_000)(prune), "cron", minute="*/5")
 
+``LockedExecutor(schedule=True)`` runs a job with a ``CronTrigger`` once per slot of
+the trigger (``schedule=`` of :func:`joblocks.run_with_lock`, the expression and time
+zone read off the trigger: :func:`cron_schedule`) instead of holding the lock for a
+derived time.
+
 Needs ``apscheduler>=3.10,<4`` (``pip install "joblocks[apscheduler]"``).
 """
 
@@ -27,7 +32,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from apscheduler.executors.base import run_job  # type: ignore[import-untyped]
 from apscheduler.executors.pool import ThreadPoolExecutor  # type: ignore[import-untyped]
 
-from .. import JobLockModel
+from .. import JobLockModel, Schedule
 from . import _support
 from ._support import LeaseOptions, SingleInstance, get_model, log, run_leased, unique_holder
 
@@ -39,6 +44,7 @@ __all__ = [
     "DEFAULT_TTL_MS",
     "NO_NEXT_FIRE_HOLD_MS",
     "LockedExecutor",
+    "cron_schedule",
     "derived_min_hold",
     "job_lock_key",
     "locked_job",
@@ -114,6 +120,75 @@ def derived_min_hold(
     return max(0, math.ceil(hold_ms))
 
 
+_WEEKDAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
+
+
+def _weekday(text: str) -> int:
+    """An APScheduler weekday (0 = Monday, or a name) as its number."""
+    name = text.strip().lower()
+    if name in _WEEKDAYS:
+        return _WEEKDAYS.index(name)
+    if name.isdigit() and int(name) < 7:
+        return int(name)
+    raise ValueError(f"day_of_week {text!r} has no cron equivalent")
+
+
+def _cron_weekdays(field: str) -> str:
+    """APScheduler's day_of_week (0 = Monday) as cron's (0 = Sunday): the days listed."""
+    days: set[int] = set()
+    for part in field.split(","):
+        span, _, step_text = part.partition("/")
+        step = int(step_text) if step_text else 1
+        if span == "*":
+            first, last = 0, 6
+        elif "-" in span:
+            low, high = span.split("-", 1)
+            first, last = _weekday(low), _weekday(high)
+        else:
+            first = last = _weekday(span)
+            if step_text:
+                last = 6
+        if step < 1 or first > last:
+            raise ValueError(f"day_of_week {field!r} has no cron equivalent")
+        days.update(range(first, last + 1, step))
+    if len(days) == 7:
+        return "*"
+    return ",".join(str((day + 1) % 7) for day in sorted(days, key=lambda d: (d + 1) % 7))
+
+
+def cron_schedule(trigger: Any) -> Schedule:
+    """The :class:`joblocks.Schedule` of an APScheduler ``CronTrigger``: its fields as a
+    cron expression, in the trigger's time zone.
+
+    ``ValueError`` when the trigger has no cron equivalent: not a ``CronTrigger``, a
+    ``year`` or ``week`` field, ``"xth y"``/``"last x"`` days, or both ``day`` and
+    ``day_of_week`` restricted (APScheduler wants both, cron either).
+    """
+    from apscheduler.triggers.cron import CronTrigger  # type: ignore[import-untyped]
+
+    if not isinstance(trigger, CronTrigger):
+        raise ValueError(f"{type(trigger).__name__} is not a CronTrigger")
+    fields = {field.name: str(field) for field in trigger.fields}
+    for name in ("year", "week"):
+        if fields[name] != "*":
+            raise ValueError(f"a CronTrigger with {name}={fields[name]!r} has no cron equivalent")
+    day = fields["day"]
+    if day == "last":
+        day = "L"
+    elif any(c.isalpha() for c in day):
+        raise ValueError(f"day={day!r} has no cron equivalent")
+    weekdays = _cron_weekdays(fields["day_of_week"])
+    if day != "*" and weekdays != "*":
+        raise ValueError(
+            "a CronTrigger with both day and day_of_week runs on days matching both; "
+            "cron runs on days matching either"
+        )
+    parts = [fields["minute"], fields["hour"], day, fields["month"], weekdays]
+    if fields["second"] != "0":
+        parts.insert(0, fields["second"])
+    return Schedule.parse(" ".join(parts), trigger.timezone, name="the job's CronTrigger")
+
+
 class LockedExecutor(ThreadPoolExecutor):  # type: ignore[misc]
     """A thread-pool executor that runs each job only where its lock can be taken.
 
@@ -134,6 +209,12 @@ class LockedExecutor(ThreadPoolExecutor):  # type: ignore[misc]
     Jobs need the same ``id`` on every replica (a generated id is refused). Interval
     triggers fire the same slots only with the same ``start_date`` on every replica.
 
+    ``schedule=True``: a job whose trigger is a ``CronTrigger`` runs at most once per
+    slot of the trigger (:func:`cron_schedule`; the slot is the one of the database's
+    now when the run starts), however far apart the replicas fire within it, and
+    without a derived hold (``min_hold`` still applies when given). Other triggers,
+    and cron triggers without a cron equivalent (logged once), keep the derived hold.
+
     Every duration (``ttl``, ``renew_every``, ``max_hold``, ``min_hold``,
     ``clock_skew``) is milliseconds (int or float) or a ``datetime.timedelta``.
     """
@@ -151,9 +232,15 @@ class LockedExecutor(ThreadPoolExecutor):  # type: ignore[misc]
         clock_skew: _support.Duration = DEFAULT_CLOCK_SKEW_MS,
         key: Callable[[Any], str] | None = None,
         model: JobLockModel | None = None,
+        schedule: bool = False,
     ) -> None:
         self.ttl_ms = _support.duration_ms(ttl, "ttl")
-        LeaseOptions(
+        if not isinstance(schedule, bool):
+            raise TypeError(f"schedule must be a bool, not {type(schedule).__name__}")
+        self.by_schedule = schedule
+        self._schedules: dict[int, tuple[Any, Schedule | None]] = {}
+        # Checked once; each run takes it with a holder (and a hold) of its own.
+        self._options = LeaseOptions(
             ttl_ms=self.ttl_ms,
             holder=None,
             keepalive=keepalive,
@@ -163,28 +250,36 @@ class LockedExecutor(ThreadPoolExecutor):  # type: ignore[misc]
             on_lost=None,
             max_hold=max_hold,
         )
-        self.min_hold_ms = (
-            None
-            if min_hold is None
-            else _support.duration_ms(min_hold, "min_hold", allow_zero=True)
-        )
+        self.min_hold_ms = None if min_hold is None else self._options.min_hold_ms
         self.clock_skew_ms = _support.duration_ms(clock_skew, "clock_skew", allow_zero=True)
         if key is not None and not callable(key):
             raise TypeError(f"key must be callable (job -> str), not {type(key).__name__}")
         if model is not None and not isinstance(model, JobLockModel):
-            raise TypeError(f"model must be a joblocks.JobLockModel, not {type(model).__name__}")
+            raise _support.wrong_face(model, "joblocks.JobLockModel")
         self._key = key or job_lock_key
         self._model = model
-        self._lease_options: dict[str, Any] = {
-            "keepalive": keepalive,
-            "renew_every": renew_every,
-            "max_hold": max_hold,
-        }
         super().__init__(max_workers, pool_kwargs)
 
     def lock_key(self, job: Any) -> str:
         """The lock key of ``job`` (validated)."""
         return _support.lock_key(self._key(job), "key")
+
+    def _schedule_of(self, job: Any) -> Schedule | None:
+        """The job's trigger as a schedule (kept per trigger), or None without one."""
+        trigger = job.trigger
+        known = self._schedules.get(id(trigger))
+        if known is not None and known[0] is trigger:
+            return known[1]
+        from apscheduler.triggers.cron import CronTrigger
+
+        found: Schedule | None = None
+        if isinstance(trigger, CronTrigger):
+            try:
+                found = cron_schedule(trigger)
+            except ValueError as exc:
+                log.warning("joblocks: job %r runs without schedule=: %s", job.id, exc)
+        self._schedules[id(trigger)] = (trigger, found)
+        return found
 
     def _do_submit_job(self, job: Any, run_times: list[datetime]) -> None:
         key = self.lock_key(job)  # a bad key fails the submission, logged by the scheduler
@@ -204,25 +299,31 @@ class LockedExecutor(ThreadPoolExecutor):  # type: ignore[misc]
     def _run_locked(
         self, key: str, job: Any, jobstore_alias: str, run_times: list[datetime], logger_name: str
     ) -> list[Any]:
+        schedule = self._schedule_of(job) if self.by_schedule else None
         if self.min_hold_ms is not None:
             min_hold = self.min_hold_ms
+        elif schedule is not None:
+            min_hold = 0
         else:
             min_hold = derived_min_hold(job, run_times[-1], clock_skew=self.clock_skew_ms)
         model = self._model if self._model is not None else get_model()
         ran, events = run_leased(
             model,
             key,
-            self.ttl_ms,
+            self._options,
             lambda: run_job(job, jobstore_alias, run_times, logger_name),
             holder=unique_holder(),
-            min_hold=min_hold,
-            **self._lease_options,
+            min_hold_ms=min_hold,
+            schedule=schedule,
         )
         if not ran:
             log.info(
-                "joblocks: job %r (scheduled at %s) skipped: held elsewhere (lock %r)",
+                "joblocks: job %r (scheduled at %s) skipped: %s (lock %r)",
                 job.id,
                 run_times[-1],
+                "its slot was already run"
+                if schedule is not None and _support.last_skip.get() is not None
+                else "held elsewhere",
                 key,
             )
             return []

@@ -13,6 +13,11 @@ others are skipped (they return ``None``). A copy that starts after the first on
 finished is refused too: the lock is kept for half the time to the task's next fire in
 ``beat_schedule`` (``lock_min_hold``).
 
+``lock_schedule = BEAT`` runs the task at most once per slot of its ``crontab`` in
+``beat_schedule`` instead (``schedule=`` of :func:`joblocks.run_with_lock`; the
+expression and time zone read off the crontab: :func:`beat_crontab_schedule`),
+however far apart the replicas' beats send it within the slot.
+
 Needs ``celery>=5.3`` (``pip install "joblocks[celery]"``).
 """
 
@@ -25,11 +30,17 @@ from typing import Any, Callable, Union
 
 from celery import Task  # type: ignore[import-untyped]
 
-from .. import JobLockModel
+from .. import JobLockModel, Schedule
 from . import _support
 from ._support import KeyTemplate, LeaseOptions, get_model, log, run_leased, unique_holder
 
-__all__ = ["BEAT", "SingleInstanceTask", "beat_min_hold"]
+__all__ = [
+    "BEAT",
+    "SingleInstanceTask",
+    "beat_crontab_schedule",
+    "beat_min_hold",
+    "crontab_schedule",
+]
 
 #: ``lock_min_hold = BEAT`` (the default): derive the hold from ``beat_schedule``.
 BEAT = "beat"
@@ -67,6 +78,60 @@ def beat_min_hold(app: Any, task_name: str) -> int:
     return math.ceil(nearest.total_seconds() * 1000 / 2)
 
 
+def _cron_field(value: Any) -> str:
+    if isinstance(value, str):
+        return value.strip()
+    if isinstance(value, int):
+        return str(value)
+    return ",".join(str(v) for v in sorted(value))
+
+
+def crontab_schedule(cron: Any) -> Schedule:
+    """The :class:`joblocks.Schedule` of a Celery ``crontab``: its fields as a cron
+    expression, in the crontab's time zone (the app's ``timezone``).
+
+    ``ValueError`` when both ``day_of_month`` and ``day_of_week`` are restricted
+    (Celery wants both, cron either), or when it is not a ``crontab``.
+    """
+    from celery.schedules import crontab
+
+    if not isinstance(cron, crontab):
+        raise ValueError(f"{type(cron).__name__} is not a crontab")
+    fields = [
+        _cron_field(cron._orig_minute),
+        _cron_field(cron._orig_hour),
+        _cron_field(cron._orig_day_of_month),
+        _cron_field(cron._orig_month_of_year),
+        _cron_field(cron._orig_day_of_week),
+    ]
+    if fields[2] != "*" and fields[4] != "*":
+        raise ValueError(
+            "a crontab with both day_of_month and day_of_week runs on days matching both; "
+            "cron runs on days matching either"
+        )
+    return Schedule.parse(" ".join(fields), cron.tz, name="the task's crontab")
+
+
+def beat_crontab_schedule(app: Any, task_name: str) -> Schedule | None:
+    """The schedule of ``task_name``'s ``crontab`` in ``app.conf.beat_schedule``.
+
+    None when the task has no crontab entry; ``ValueError`` when it has several
+    different ones or one without a cron equivalent (:func:`crontab_schedule`).
+    """
+    from celery.schedules import crontab, maybe_schedule
+
+    found: set[Schedule] = set()
+    for entry in (app.conf.beat_schedule or {}).values():
+        if not isinstance(entry, dict) or entry.get("task") != task_name:
+            continue
+        sched = maybe_schedule(entry.get("schedule"), app=app)
+        if isinstance(sched, crontab):
+            found.add(crontab_schedule(sched))
+    if len(found) > 1:
+        raise ValueError(f"task {task_name!r} has {len(found)} different crontabs in beat_schedule")
+    return next(iter(found), None)
+
+
 class SingleInstanceTask(Task):  # type: ignore[misc]
     """A Celery task base class: a run starts only if the task's lock can be taken.
 
@@ -86,6 +151,12 @@ class SingleInstanceTask(Task):  # type: ignore[misc]
       task is not there). A duration, or ``None`` for no hold.
     - ``lock_model``: a :class:`joblocks.JobLockModel`, the name of a configured
       instance, or None for the default model.
+    - ``lock_schedule``: ``BEAT`` to start at most once per slot of the task's
+      ``crontab`` in ``beat_schedule`` (:func:`beat_crontab_schedule`; the slot is the
+      one of the database's now when the copy starts), a cron expression (with
+      ``lock_timezone``) or a :class:`joblocks.Schedule`; default None (no schedule).
+      With a schedule, ``lock_min_hold = BEAT`` keeps no derived hold. A task with no
+      crontab entry (or none with a cron equivalent, logged) keeps the hold.
 
     A skipped run returns ``None`` (logged at info: "skipped: held elsewhere"). Each
     run takes the lease under a holder of its own, so the hold also refuses a copy
@@ -101,30 +172,17 @@ class SingleInstanceTask(Task):  # type: ignore[misc]
     lock_min_hold: MinHold = BEAT
     lock_wait: _support.Duration | None = None
     lock_model: JobLockModel | str | None = None
+    lock_schedule: str | Schedule | None = None
+    lock_timezone: str | None = None
 
     _joblocks_key: KeyTemplate | None = None
+    _joblocks_options: tuple[tuple[Any, ...], LeaseOptions]
+    _joblocks_schedule: tuple[Schedule | None] | None = None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         # Checked when the task is defined (``@app.task`` makes the subclass).
-        ttl_ms = _support.duration_ms(cls.lock_ttl, "lock_ttl")
-        min_hold = cls.lock_min_hold
-        if isinstance(min_hold, str):
-            if min_hold != BEAT:
-                raise ValueError(
-                    f"lock_min_hold must be a duration, None or BEAT, not {min_hold!r}"
-                )
-            min_hold = None
-        LeaseOptions(
-            ttl_ms=ttl_ms,
-            holder=None,
-            keepalive=cls.lock_keepalive,
-            renew_every=cls.lock_renew_every,
-            min_hold=min_hold,
-            wait=cls.lock_wait,
-            on_lost=None,
-            max_hold=cls.lock_max_hold,
-        )
+        cls._joblocks_options = _options_of(_option_values(cls))
         model = cls.lock_model
         if model is not None and not isinstance(model, (str, JobLockModel)):
             raise TypeError(
@@ -152,36 +210,101 @@ class SingleInstanceTask(Task):  # type: ignore[misc]
             return model
         return get_model(model)  # type: ignore[no-any-return]
 
-    def _lock_min_hold(self) -> _support.Duration | None:
-        if self.lock_min_hold == BEAT:
+    def _lock_options(self) -> LeaseOptions:
+        """The lease options, checked once; again only if a ``lock_*`` attribute was
+        changed after the task was defined (e.g. by ``task_annotations``)."""
+        values = _option_values(self)
+        if self._joblocks_options[0] != values:
+            self._joblocks_options = _options_of(values)
+        return self._joblocks_options[1]
+
+    def _lock_schedule(self, options: LeaseOptions) -> Schedule | None:
+        """The schedule of this task's runs: ``lock_schedule``'s, or under ``BEAT`` the
+        task's crontab in ``beat_schedule`` (read once)."""
+        if self.lock_schedule != BEAT:
+            return options.schedule
+        known = self._joblocks_schedule
+        if known is None:
+            found: Schedule | None = None
+            try:
+                found = beat_crontab_schedule(self.app, self.name)
+            except ValueError as exc:
+                log.warning("joblocks: task %s runs without a schedule: %s", self.name, exc)
+            known = self._joblocks_schedule = (found,)
+        return known[0]
+
+    def _lock_min_hold_ms(self, schedule: Schedule | None) -> int | None:
+        """This run's hold (ms) under ``BEAT``; None: the one the options carry (none
+        with a schedule: the slot holds)."""
+        if self.lock_min_hold == BEAT and schedule is None:
             return beat_min_hold(self.app, self.name)
-        return self.lock_min_hold  # type: ignore[return-value]
+        return None
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """Run the task body under the task's lock; ``None`` when it is held elsewhere."""
         key = self._lock_template().render(args, kwargs)
         call = super().__call__
+        options = self._lock_options()
+        schedule = self._lock_schedule(options)
         ran, result = run_leased(
             self._lock_model(),
             key,
-            self.lock_ttl,
+            options,
             lambda: call(*args, **kwargs),
             holder=unique_holder(),
-            keepalive=self.lock_keepalive,
-            renew_every=self.lock_renew_every,
-            max_hold=self.lock_max_hold,
-            wait=self.lock_wait,
-            min_hold=self._lock_min_hold(),
+            min_hold_ms=self._lock_min_hold_ms(schedule),
+            schedule=schedule,
         )
         if not ran:
             request_id = getattr(self.request, "id", None)
             log.info(
-                "joblocks: task %s[%s] skipped: held elsewhere (lock %r)",
+                "joblocks: task %s[%s] skipped: %s (lock %r)",
                 self.name,
                 request_id,
+                "its slot was already run"
+                if schedule is not None and _support.last_skip.get() is not None
+                else "held elsewhere",
                 key,
             )
         return result
+
+
+def _option_values(task: Any) -> tuple[Any, ...]:
+    return (
+        task.lock_ttl,
+        task.lock_keepalive,
+        task.lock_renew_every,
+        task.lock_min_hold,
+        task.lock_wait,
+        task.lock_max_hold,
+        task.lock_schedule,
+        task.lock_timezone,
+    )
+
+
+def _options_of(values: tuple[Any, ...]) -> tuple[tuple[Any, ...], LeaseOptions]:
+    """The lease options of a task's ``lock_*`` values (see :func:`_option_values`);
+    under ``BEAT`` each run gives its own hold."""
+    ttl, keepalive, renew_every, min_hold, wait, max_hold, schedule, zone = values
+    ttl_ms = _support.duration_ms(ttl, "lock_ttl")
+    if isinstance(min_hold, str):
+        if min_hold != BEAT:
+            raise ValueError(f"lock_min_hold must be a duration, None or BEAT, not {min_hold!r}")
+        min_hold = None
+    options = LeaseOptions(
+        ttl_ms=ttl_ms,
+        holder=None,
+        keepalive=keepalive,
+        renew_every=renew_every,
+        min_hold=min_hold,
+        wait=wait,
+        on_lost=None,
+        max_hold=max_hold,
+        # under BEAT, the schedule is the task's crontab, read at its first run
+        schedule=None if schedule == BEAT else schedule,
+        timezone=None if schedule == BEAT else zone,
+    )
+    return values, options
 
 
 def _without_first(fn: Callable[..., Any], static: bool) -> Callable[..., Any]:

@@ -76,7 +76,9 @@ class SingletonLoop:
             )
         self.func = func
         self.ttl_ms = _support.duration_ms(ttl, "ttl")
-        LeaseOptions(
+        # Checked once; each time this replica tries to lead it takes it with its
+        # holder and a loss flag of that turn.
+        self._options = LeaseOptions(
             ttl_ms=self.ttl_ms,
             holder=None,
             keepalive=True,
@@ -97,9 +99,7 @@ class SingletonLoop:
             from .. import aio
 
             if not isinstance(model, aio.JobLockModel):
-                raise TypeError(
-                    f"model must be a joblocks.aio.JobLockModel, not {type(model).__name__}"
-                )
+                raise _support.wrong_face(model, "joblocks.aio.JobLockModel")
         self.model = model
         self._task: asyncio.Task[None] | None = None
         self._leading = False
@@ -174,13 +174,8 @@ class SingletonLoop:
             lost, on_lost = _loss_flag()
             try:
                 held = await _shielded(
-                    model.try_lease(
-                        self.key,
-                        self.ttl_ms,
-                        holder=holder,
-                        keepalive=True,
-                        renew_every=self.renew_every,
-                        on_lost=on_lost,
+                    _support.try_lease_async(
+                        model, self.key, self._options.for_run(holder, on_lost=on_lost)
                     )
                 )
             except LockError as exc:

@@ -19,8 +19,9 @@ then keep a management command to one running instance::
 
 Settings: ``JOBLOCKS_DATABASE`` (alias, default ``"default"``), ``JOBLOCKS_OPTIONS``
 (model options: ``table_name``, ``schema``, ``create_table``, ``errors_as_taken``,
-``acquire_path``) and ``JOBLOCKS_CONFIGURE`` (default True: at start-up the app makes
-that database joblocks's default, so ``joblocks.run_with_lock`` uses it too).
+``acquire_path``, ``record``: the run ledger) and ``JOBLOCKS_CONFIGURE`` (default
+True: at start-up the app makes that database joblocks's default, so
+``joblocks.run_with_lock`` uses it too).
 
 Django is imported only when these functions run, so :mod:`joblocks.contrib.django`
 itself imports without configured settings.

@@ -1,0 +1,420 @@
+"""The run ledger (``record=True``): one row per run in the ``job_runs`` table.
+
+A run starts when a lease recorded by the ledger is granted (``_lifecycle.take``) and
+ends at its release: ``ok``, ``error`` (the work raised), or ``lost`` (the lease was
+found lost while it ran). With ``record="all"`` a start that found the key taken is a
+``skipped`` row too. Every time is the database's (epoch ms), as in the lock table.
+
+The writes are steps of the life cycle, driven by either face. A write that fails is
+logged and counted (the ``record_failed`` event), and never fails the job: the
+ledger is a record, not part of the exclusion. Reads (``history``, ``status``) and
+the retention (``prune_runs``) are plain operations of the model.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import time
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any, Literal, Union
+
+from sqlalchemy import Connection, MetaData, Table, delete, func, insert, or_, select, update
+from sqlalchemy.ext.compiler import compiles
+from sqlalchemy.sql.compiler import SQLCompiler
+from sqlalchemy.sql.functions import FunctionElement
+
+from . import _events, _validate
+from ._base import log
+from ._clock import db_now_ms
+from ._dialects import profile
+from ._records import from_ms
+from ._schema import MAX_RUN_ERROR, build_runs_table, decode_text, ensure_table, runs_table_name
+from ._steps import Sleep, Steps, call
+
+if TYPE_CHECKING:
+    from ._base import ModelCore
+    from ._lease import LeaseBase
+    from ._options import LeaseOptions
+    from ._statements import Statements
+
+Outcome = Literal["ok", "error", "lost", "skipped"]
+#: ``record=``: False (no ledger), True (every run), ``"all"`` (runs and skipped starts).
+Record = Union[bool, Literal["all"]]
+
+#: Rows deleted per statement by :func:`prune_runs`.
+PRUNE_BATCH = 1000
+
+
+def check_record(value: object, name: str = "record") -> Record:
+    """``record`` must be True, False or ``"all"`` (None: the model's setting)."""
+    if isinstance(value, bool) or value == "all":
+        return value
+    raise (ValueError if isinstance(value, str) else TypeError)(
+        f'{name} must be True, False or "all", not {value!r}'
+    )
+
+
+class stmt_now_ms(FunctionElement[int]):
+    """The database's now in epoch ms, one value for the whole statement."""
+
+    inherit_cache = True
+
+
+@compiles(stmt_now_ms)
+def _compile_stmt_now(element: stmt_now_ms, compiler: SQLCompiler, **kw: object) -> str:
+    return profile(compiler.dialect).statement_now
+
+
+@dataclass(frozen=True)
+class Run:
+    """One row of the run ledger (``job_runs``); datetimes are timezone-aware UTC.
+
+    ``outcome`` is None while the run is in progress (or when its process died before
+    it ended: the lock's ttl then tells); ``slot`` is the start of its schedule slot
+    (runs taken with ``schedule=``), ``duration`` None until it ended.
+    """
+
+    id: int
+    key: str
+    holder: str
+    host: str
+    pid: int
+    token: int | None
+    started_at: datetime
+    ended_at: datetime | None
+    duration: timedelta | None
+    outcome: Outcome | None
+    error: str | None
+    slot: datetime | None
+    schedule: str | None
+    timezone: str | None
+
+    @classmethod
+    def from_row(cls, row: Any) -> Run:
+        m = row._mapping
+        return cls(
+            id=int(m["id"]),
+            key=decode_text(m["key"]),
+            holder=decode_text(m["holder"]),
+            host=m["host"],
+            pid=int(m["pid"]),
+            token=None if m["token"] is None else int(m["token"]),
+            started_at=from_ms(m["started_at"]),
+            ended_at=None if m["ended_at"] is None else from_ms(m["ended_at"]),
+            duration=None if m["duration_ms"] is None else timedelta(milliseconds=m["duration_ms"]),
+            outcome=m["outcome"],
+            error=m["error"],
+            slot=None if m["slot"] is None else from_ms(m["slot"]),
+            schedule=m["schedule"],
+            timezone=m["timezone"],
+        )
+
+
+class Ledger:
+    """A model's ledger table (beside its lock table) and whether it was created."""
+
+    __slots__ = ("create", "ready", "table")
+
+    def __init__(self, model: ModelCore) -> None:
+        lock_table = model.table
+        name = runs_table_name(lock_table.name)
+        self.table: Table = build_runs_table(MetaData(), name, lock_table.schema)
+        self.create = model._create
+        self.ready = not model._create
+
+    def ensure(self, conn: Connection) -> None:
+        if not self.ready:
+            ensure_table(conn, self.table)
+            self.ready = True
+
+
+def ledger_of(model: ModelCore) -> Ledger:
+    found: Ledger | None = model.__dict__.get("_ledger")
+    if found is None:
+        found = model.__dict__["_ledger"] = Ledger(model)
+    return found
+
+
+# -- what a row says about the process -------------------------------------------------
+
+_HOST = socket.gethostname()[:255]
+_SECRETS = re.compile(r"(://[^:/@\s]*:)[^@\s]*@|((?:password|passwd|pwd|secret|token)=)\S+", re.I)
+
+
+class CommandFailed(Exception):
+    """The command of ``joblocks run --record`` exited with a non-zero status."""
+
+    def __init__(self, status: int) -> None:
+        super().__init__(f"exit status {status}")
+        self.status = status
+
+
+def error_text(exc: BaseException) -> str:
+    """A short text of ``exc`` for the ledger: its type and the first line of its
+    message, passwords in URLs and ``password=`` pairs masked, at most 500 characters."""
+    message = str(exc).strip().splitlines()
+    text = type(exc).__name__ + (f": {message[0]}" if message else "")
+    if isinstance(exc, CommandFailed):
+        text = message[0]
+    masked = _SECRETS.sub(
+        lambda m: (m.group(1) or m.group(2)) + "***" + ("@" if m.group(1) else ""), text
+    )
+    return masked[:MAX_RUN_ERROR]
+
+
+def outcome_of(lease: LeaseBase) -> Outcome:
+    if lease.lost:
+        return "lost"
+    return "error" if lease._run_error is not None else "ok"
+
+
+# -- the SQL (each a function of a connection, run by ``_steps.call``) --------------------
+
+
+def _start(conn: Connection, st: Statements, ledger: Ledger, values: dict[str, Any]) -> int:
+    ledger.ensure(conn)
+    result = conn.execute(insert(ledger.table).values(started_at=db_now_ms(), **values))
+    primary: Any = result.inserted_primary_key
+    return int(primary[0])
+
+
+def _finish(
+    conn: Connection, st: Statements, ledger: Ledger, run_id: int, outcome: str, error: str | None
+) -> None:
+    t = ledger.table
+    now = stmt_now_ms()
+    conn.execute(
+        update(t)
+        .where(t.c.id == run_id)
+        .values(ended_at=now, duration_ms=now - t.c.started_at, outcome=outcome, error=error)
+    )
+
+
+def _skip(conn: Connection, st: Statements, ledger: Ledger, values: dict[str, Any]) -> None:
+    ledger.ensure(conn)
+    now = stmt_now_ms()
+    conn.execute(
+        insert(ledger.table).values(
+            started_at=now, ended_at=now, duration_ms=0, outcome="skipped", **values
+        )
+    )
+
+
+def _exists(conn: Connection, ledger: Ledger) -> bool:
+    from sqlalchemy import inspect
+
+    return bool(inspect(conn).has_table(ledger.table.name, schema=ledger.table.schema))
+
+
+def _select(
+    conn: Connection,
+    st: Statements,
+    ledger: Ledger,
+    key: str | None,
+    since_ms: int | None,
+    limit: int,
+) -> tuple[list[Run], int]:
+    """Runs newest first (``key`` only, started within ``since_ms``), and the db's now."""
+    now = int(conn.execute(select(db_now_ms())).scalar_one())
+    if not _exists(conn, ledger):
+        return [], now
+    t = ledger.table
+    query = select(t)
+    if key is not None:
+        query = query.where(t.c.key == key)
+    if since_ms is not None:
+        query = query.where(t.c.started_at >= now - since_ms)
+    rows = conn.execute(query.order_by(t.c.started_at.desc(), t.c.id.desc()).limit(limit))
+    return [Run.from_row(row) for row in rows], now
+
+
+def _latest(conn: Connection, st: Statements, ledger: Ledger) -> tuple[list[Run], int]:
+    """Per key its last run that was not a skip (else its last skip), and the db's now."""
+    now = int(conn.execute(select(db_now_ms())).scalar_one())
+    if not _exists(conn, ledger):
+        return [], now
+    t = ledger.table
+    ran = or_(t.c.outcome.is_(None), t.c.outcome != "skipped")
+    last_run = select(func.max(t.c.id)).where(ran).group_by(t.c.key)
+    rows = {
+        Run.from_row(row).key: Run.from_row(row)
+        for row in conn.execute(select(t).where(t.c.id.in_(last_run)))
+    }
+    last_any = select(func.max(t.c.id)).group_by(t.c.key)
+    for row in conn.execute(select(t).where(t.c.id.in_(last_any))):
+        run = Run.from_row(row)
+        rows.setdefault(run.key, run)
+    return [rows[k] for k in sorted(rows)], now
+
+
+def _prune_batch(
+    conn: Connection, st: Statements, ledger: Ledger, older_than_ms: int, size: int
+) -> int:
+    """Delete up to ``size`` rows started more than ``older_than_ms`` ago (db time)."""
+    if not _exists(conn, ledger):
+        return 0
+    t = ledger.table
+    cutoff = int(conn.execute(select(db_now_ms())).scalar_one()) - older_than_ms
+    ids = [
+        row[0]
+        for row in conn.execute(
+            select(t.c.id).where(t.c.started_at < cutoff).order_by(t.c.id).limit(size)
+        )
+    ]
+    if not ids:
+        return 0
+    conn.execute(delete(t).where(t.c.id.in_(ids)))
+    return len(ids)
+
+
+# -- steps of the life cycle -----------------------------------------------------------------
+
+
+def _failed(key: str, holder: str, exc: BaseException) -> None:
+    log.warning("joblocks: the run ledger could not record %r (the job goes on): %s", key, exc)
+    _events.emit("record_failed", key, holder, error=exc)
+
+
+def _where(
+    opts: LeaseOptions, lease: LeaseBase | None, slot: tuple[int, int] | None = None
+) -> dict[str, Any]:
+    if lease is not None:
+        slot = lease.slot
+    schedule = opts.schedule
+    return {
+        "slot": None if slot is None else slot[0],
+        "schedule": None if schedule is None else schedule.expression,
+        "timezone": None if schedule is None else schedule.timezone,
+        "holder": opts.holder if lease is None else lease.holder,
+        "host": _HOST,
+        "pid": os.getpid(),
+        "token": None if lease is None else lease.token,
+    }
+
+
+def record_start(model: ModelCore, lease: LeaseBase, opts: LeaseOptions) -> Steps[None]:
+    """Write the row of a run that starts under ``lease``; never raises."""
+    try:
+        values = {"key": lease.key, **_where(opts, lease)}
+        run_id = yield from call(model, "record run", _start, ledger_of(model), values)
+    except Exception as exc:
+        _failed(lease.key, lease.holder, exc)
+        return
+    lease._run_id = run_id
+
+
+def record_end(lease: LeaseBase) -> Steps[None]:
+    """Write how the run under ``lease`` ended; never raises."""
+    run_id = lease._run_id
+    if run_id is None:
+        return
+    lease._run_id = None
+    error = lease._run_error
+    text = None if error is None else error_text(error)
+    if text is None and lease.lost:
+        text = (lease.lost_reason or "")[:MAX_RUN_ERROR] or None
+    model = lease._model
+    try:
+        yield from call(
+            model, "record run", _finish, ledger_of(model), run_id, outcome_of(lease), text
+        )
+    except Exception as exc:
+        _failed(lease.key, lease.holder, exc)
+
+
+def record_skip(
+    model: ModelCore, key: str, opts: LeaseOptions, slot: tuple[int, int] | None = None
+) -> Steps[None]:
+    """Write a ``skipped`` row (``record="all"``; ``slot``: the schedule slot it was
+    for); never raises."""
+    values = _where(opts, None, slot)
+    try:
+        yield from call(model, "record run", _skip, ledger_of(model), {"key": key, **values})
+    except Exception as exc:
+        _failed(key, values["holder"], exc)
+
+
+# -- reads and retention (the model's methods) --------------------------------------------
+
+
+def runs(
+    model: ModelCore, key: str | None, since: _validate.Duration | None, limit: int
+) -> Steps[list[Run]]:
+    lock_key = None if key is None else _validate.lock_key(key, "key")
+    since_ms = None if since is None else _validate.duration_ms(since, "since")
+    size = _validate.batch_size(limit, "limit")
+    found, _now = yield from call(
+        model, "read runs", _select, ledger_of(model), lock_key, since_ms, size
+    )
+    return list(found)
+
+
+def select_runs(
+    model: ModelCore, key: str | None, since_ms: int | None, limit: int
+) -> Steps[tuple[list[Run], int]]:
+    """Runs and the database's now (epoch ms), for ``joblocks history``."""
+    return (yield from call(model, "read runs", _select, ledger_of(model), key, since_ms, limit))
+
+
+def latest_runs(model: ModelCore) -> Steps[tuple[list[Run], int]]:
+    """The last run of every key and the database's now (epoch ms), for ``status``."""
+    return (yield from call(model, "read runs", _latest, ledger_of(model)))
+
+
+def prune_runs(model: ModelCore, older_than: _validate.Duration, batch_size: int) -> Steps[int]:
+    age_ms = _validate.duration_ms(older_than, "older_than", allow_zero=True)
+    size = _validate.batch_size(batch_size)
+    deleted = 0
+    while True:
+        started = time.monotonic()
+        done = yield from call(model, "prune runs", _prune_batch, ledger_of(model), age_ms, size)
+        deleted += done
+        if done < size:
+            return deleted
+        if profile_single_file(model):
+            yield Sleep(min(0.05, time.monotonic() - started))
+
+
+def profile_single_file(model: ModelCore) -> bool:
+    return bool(model.statements.profile.single_file)
+
+
+# -- status: overdue --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class KeyStatus:
+    """What ``joblocks status`` says about one key (times in epoch ms, db clock)."""
+
+    run: Run
+    ago_ms: int
+    overdue: bool
+    missed_slot_ms: int | None  # the start of the complete slot that had no run
+    note: str | None
+
+
+def key_status(run: Run, now_ms: int) -> KeyStatus:
+    """Overdue: the key's schedule had a complete slot after its last run with no run."""
+    started = round(run.started_at.timestamp() * 1000)
+    ago = now_ms - started
+    if run.schedule is None:
+        return KeyStatus(run, ago, False, None, None)
+    try:
+        from ._schedule import Schedule
+
+        schedule = Schedule.parse(run.schedule, run.timezone)
+        previous = schedule.previous_slot(now_ms)
+    except Exception as exc:  # an expression this version cannot read
+        return KeyStatus(run, ago, False, None, f"schedule not readable: {exc}")
+    if previous is None:
+        return KeyStatus(run, ago, False, None, None)
+    slot_start = previous[0]
+    covered = round(run.slot.timestamp() * 1000) if run.slot is not None else started
+    in_progress = run.outcome is None
+    skipped_only = run.outcome == "skipped"
+    # The run covers its own slot; an unfinished run blocks the slots it outlives.
+    overdue = not in_progress and (covered < slot_start or skipped_only)
+    return KeyStatus(run, ago, overdue, slot_start if overdue else None, None)
