@@ -318,8 +318,12 @@ class RawSQL:
     insert_conflict_is_error: bool  # MariaDB: plain INSERT, duplicate key = taken
 
 
-def raw_sql(db: str, table_name: str) -> RawSQL:
-    """Statements over a table made by ``JobLockModel.create_table()``."""
+def raw_sql(db: str, table_name: str, token: bool = True) -> RawSQL:
+    """Statements over a table made by ``JobLockModel.create_table()``.
+
+    ``token=False`` (SQLite, PostgreSQL): the same statements writing 0 for the token,
+    so no fencing counter is read or advanced (a baseline, not a lock with tokens).
+    """
     now = NOW[db]
     cols = "id, holder, acquired_at, expires_at, fence"
     if db == "mariadb":
@@ -356,6 +360,8 @@ def raw_sql(db: str, table_name: str) -> RawSQL:
     else:
         p = {k: f":{k}" for k in ("key", "holder", "ttl")}
         nxt = f'(SELECT value FROM "{table_name}_fence") + 1'
+    if not token:
+        nxt = "0"
     t = f'"{table_name}"'
     values = f"VALUES ({p['key']}, {p['holder']}, {now}, {now} + {p['ttl']}, {nxt})"
     returning = "RETURNING fence"
@@ -387,9 +393,11 @@ class RawClient:
     ``variant``: "upsert" (one statement) or "update_insert" (two).
     """
 
-    def __init__(self, db: str, url: str, table_name: str, variant: str = "upsert") -> None:
+    def __init__(
+        self, db: str, url: str, table_name: str, variant: str = "upsert", token: bool = True
+    ) -> None:
         self.db = db
-        self.sql = raw_sql(db, table_name)
+        self.sql = raw_sql(db, table_name, token)
         self.variant = variant
         p = server_params(url)
         if db == "sqlite":
@@ -549,8 +557,10 @@ def make_table(url: str) -> str:
 
 
 @contextlib.contextmanager
-def raw_client(db: str, url: str, variant: str = "upsert") -> Iterator[RawClient]:
-    client = RawClient(db, url, make_table(url), variant)
+def raw_client(
+    db: str, url: str, variant: str = "upsert", token: bool = True
+) -> Iterator[RawClient]:
+    client = RawClient(db, url, make_table(url), variant, token)
     try:
         yield client
     finally:

@@ -16,6 +16,12 @@ checks that the installed SQLAlchemy has each of them and is in the range
   connections the pool may open and has open.
 - :func:`greenlet_spawn`: ``sqlalchemy.util.greenlet_spawn``, which runs sync code that
   awaits the asyncio driver (what ``AsyncConnection.run_sync`` uses), in one greenlet.
+- :func:`driver_connection` and :func:`on_driver_thread`: the ``sqlite3`` connection
+  behind aiosqlite (``aiosqlite.Connection._conn``) and aiosqlite's
+  ``Connection._execute`` (what its own methods use to run a call on the connection's
+  thread), reached through the adapter SQLAlchemy wraps it in
+  (``AsyncAdapt_aiosqlite_connection._connection``); :func:`hands_off_per_statement`
+  names the drivers that have them.
 - :data:`BinaryType`: ``sqlalchemy.sql.sqltypes._Binary``, the base class of reflected
   binary column types.
 """
@@ -23,11 +29,14 @@ checks that the installed SQLAlchemy has each of them and is in the range
 from __future__ import annotations
 
 from collections.abc import Awaitable
-from typing import Any, Callable
+from typing import Any, Callable, TypeVar
 
 from sqlalchemy import Connection, Dialect
 from sqlalchemy.sql.sqltypes import _Binary
+from sqlalchemy.util import await_only
 from sqlalchemy.util import greenlet_spawn as _greenlet_spawn
+
+T = TypeVar("T")
 
 #: The SQLAlchemy versions joblocks supports (``pyproject.toml`` allows the same).
 SUPPORTED_MIN = (2, 0, 20)
@@ -70,3 +79,23 @@ def overflow(pool: Any) -> tuple[int, int] | None:
 #: Run ``fn(*args)`` in a greenlet where it may call the asyncio driver through
 #: SQLAlchemy's sync API (as ``AsyncConnection.run_sync`` does); await the result.
 greenlet_spawn: Callable[..., Awaitable[Any]] = _greenlet_spawn
+
+
+def hands_off_per_statement(dialect: Dialect) -> bool:
+    """Whether the dialect's asyncio driver runs each call on a thread of its own
+    (aiosqlite), so that :func:`on_driver_thread` can run a whole operation there."""
+    return bool(dialect.is_async and dialect.driver == "aiosqlite")
+
+
+def driver_connection(adapted: Any) -> Any:
+    """The ``sqlite3`` connection behind SQLAlchemy's aiosqlite adapter ``adapted``."""
+    return adapted._connection._conn
+
+
+def on_driver_thread(adapted: Any, fn: Callable[[Any], T]) -> T:
+    """From a greenlet of :data:`greenlet_spawn`: ``fn(sqlite3 connection)`` on the
+    thread of the aiosqlite connection behind SQLAlchemy's adapter ``adapted``, awaited:
+    one hand-off to that thread and back (aiosqlite runs calls in order, one at a time)."""
+    aio = adapted._connection
+    result: T = await_only(aio._execute(lambda: fn(aio._conn)))
+    return result

@@ -49,7 +49,7 @@ from ._options import (
 )
 from ._records import JobLock
 from ._run import check_work
-from ._sqla import greenlet_spawn
+from ._sqla import greenlet_spawn, hands_off_per_statement
 from ._steps import Attempt, FirstUse, Session, Sleep, Steps, Work
 
 _engines.require_asyncio()  # an ImportError naming the extra to install, not a late failure
@@ -158,10 +158,16 @@ class JobLockModel(ModelCore):
                 await conn.run_sync(self._first_use, self._create)
         self.table_ready = True
 
+    def _set_up(self) -> None:
+        self._one_hand_off = hands_off_per_statement(self.engine.sync_engine.dialect)
+
     def _in_greenlet(self, fn: Callable[..., T], *args: Any) -> T:
         # Check-out, statements and check-in in one greenlet: ``async with
         # engine.connect()`` + ``run_sync`` takes three.
         with self.engine.sync_engine.connect() as conn:
+            if self._one_hand_off and fn in _ops.IN_PLACE:
+                # aiosqlite: no hand-off to its thread unless another writer is in the way.
+                return _ops.in_place(conn, self.statements, fn, args)
             return fn(conn, self.statements, *args)
 
     @property

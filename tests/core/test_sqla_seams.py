@@ -128,6 +128,46 @@ def test_greenlet_spawn_runs_sync_code_that_awaits(tmp_path: Path) -> None:
     assert asyncio.run(main()) == 42
 
 
+@pytest.mark.skipif(sys.version_info < (3, 9), reason="asyncio face")
+def test_aiosqlite_connection_and_its_thread_are_reachable(tmp_path: Path) -> None:
+    pytest.importorskip("greenlet")
+    pytest.importorskip("aiosqlite")
+    import sqlite3
+    import threading
+
+    from sqlalchemy.ext.asyncio import create_async_engine
+
+    async def main() -> tuple[bool, bool, int, int]:
+        engine = create_async_engine(f"sqlite+aiosqlite:///{tmp_path / 'seam.db'}")
+        try:
+            assert _sqla.hands_off_per_statement(engine.sync_engine.dialect)
+
+            def work() -> tuple[bool, bool, int, int]:
+                with engine.sync_engine.connect() as conn:
+                    adapted = conn.connection.dbapi_connection
+                    raw = _sqla.driver_connection(adapted)
+
+                    def on_thread(driver_connection: Any) -> tuple[int, int]:
+                        value = driver_connection.execute("SELECT 41 + 1").fetchone()[0]
+                        return threading.get_ident(), int(value)
+
+                    tid, value = _sqla.on_driver_thread(adapted, on_thread)
+                    return (
+                        isinstance(raw, sqlite3.Connection),
+                        tid != threading.get_ident(),
+                        value,
+                        int(raw.execute("SELECT 1").fetchone()[0]),
+                    )
+
+            result: tuple[bool, bool, int, int] = await _sqla.greenlet_spawn(work)
+            return result
+        finally:
+            await engine.dispose()
+
+    assert asyncio.run(main()) == (True, True, 42, 1)
+    assert not _sqla.hands_off_per_statement(create_engine("sqlite://").dialect)
+
+
 def test_binary_type_is_what_reflection_gives_varbinary() -> None:
     from sqlalchemy.dialects.mysql import VARBINARY
     from sqlalchemy.types import LargeBinary

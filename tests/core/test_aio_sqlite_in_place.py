@@ -1,0 +1,201 @@
+"""The asyncio face on SQLite sends its statements on the event loop's thread, and hands
+one to aiosqlite's thread only to wait for another writer (``_ops.in_place``)."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import event
+from sqlalchemy.util import await_only
+
+import joblocks
+
+pytest.importorskip("aiosqlite")
+pytest.importorskip("greenlet")
+
+import joblocks.aio
+
+TTL = 30_000
+
+
+def _traced(model: joblocks.aio.JobLockModel) -> list[tuple[int, str]]:
+    """(thread id, statement) of every statement the model's connections run."""
+    seen: list[tuple[int, str]] = []
+
+    @event.listens_for(model.engine.sync_engine, "connect")
+    def trace(dbapi_connection: Any, record: Any) -> None:
+        # In the greenlet SQLAlchemy connects in: aiosqlite's own (async) API.
+        aio = dbapi_connection.driver_connection
+        await_only(aio.set_trace_callback(lambda sql: seen.append((threading.get_ident(), sql))))
+
+    return seen
+
+
+def test_uncontended_operations_run_on_the_loop_thread(tmp_path: Path, table_name: str) -> None:
+    async def main() -> tuple[int, list[tuple[int, str]]]:
+        model = joblocks.aio.JobLockModel(f"sqlite:///{tmp_path / 'l.db'}", table_name=table_name)
+        seen = _traced(model)
+        try:
+            assert await model.acquire("k", TTL, "h") is True
+            seen.clear()  # the first use (table, identity) goes through SQLAlchemy
+            assert await model.acquire("k", TTL, "other") is False
+            assert await model.refresh("k", TTL, "h") is True
+            assert (await model.peek("k")) is not None
+            assert await model.release("k", "h") is True
+            per_key = list(seen)
+            seen.clear()
+            # Reading many rows stays off the loop's thread.
+            assert await model.count() == 0
+            assert await model.list() == []
+            return threading.get_ident(), per_key, list(seen)
+        finally:
+            await model.dispose()
+
+    loop_thread, per_key, many = asyncio.run(main())
+    assert len([sql for _, sql in per_key if table_name in sql]) == 4
+    assert {tid for tid, _ in per_key} == {loop_thread}
+    assert len([sql for _, sql in many if table_name in sql]) == 2
+    assert loop_thread not in {tid for tid, _ in many}
+
+
+def _hold_write_lock(path: Path, seconds: float, started: threading.Event) -> None:
+    holder = sqlite3.connect(path, isolation_level=None, timeout=10)
+    try:
+        holder.execute("BEGIN IMMEDIATE")
+        started.set()
+        time.sleep(seconds)
+        holder.execute("COMMIT")
+    finally:
+        holder.close()
+
+
+def test_a_statement_meeting_another_writer_waits_off_the_loop(
+    tmp_path: Path, table_name: str
+) -> None:
+    path = tmp_path / "l.db"
+
+    async def main() -> tuple[bool, int, int]:
+        model = joblocks.aio.JobLockModel(f"sqlite:///{path}", table_name=table_name)
+        seen = _traced(model)
+        try:
+            assert await model.acquire("warm", TTL, "h") is True
+            seen.clear()
+            started = threading.Event()
+            writer = threading.Thread(target=_hold_write_lock, args=(path, 0.5, started))
+            writer.start()
+            assert await asyncio.get_running_loop().run_in_executor(None, started.wait, 10)
+            ticks = 0
+
+            async def ticker() -> None:
+                nonlocal ticks
+                while True:
+                    await asyncio.sleep(0.01)
+                    ticks += 1
+
+            ticking = asyncio.ensure_future(ticker())
+            try:
+                got = await asyncio.wait_for(model.acquire("k", TTL, "h"), 10)
+            finally:
+                ticking.cancel()
+            await asyncio.get_running_loop().run_in_executor(None, writer.join, 10)
+            off_loop = sum(1 for tid, _ in seen if tid != threading.get_ident())
+            # The connection keeps its busy timeout for everything else it runs.
+            async with model.engine.connect() as conn:
+                busy = (await conn.exec_driver_sql("PRAGMA busy_timeout")).scalar_one()
+            return got, ticks, off_loop + 1000 * int(busy != model.timeout_ms)
+        finally:
+            await model.dispose()
+
+    got, ticks, off_loop = asyncio.run(main())
+    assert got is True
+    assert ticks >= 10  # the loop ran on while the statement waited for the writer
+    assert 1 <= off_loop < 1000  # it waited on aiosqlite's thread, busy timeout restored
+
+
+def test_a_writer_holding_on_past_the_timeout_is_a_backend_error(
+    tmp_path: Path, table_name: str
+) -> None:
+    path = tmp_path / "l.db"
+
+    async def main() -> None:
+        model = joblocks.aio.JobLockModel(f"sqlite:///{path}", table_name=table_name, timeout=300)
+        try:
+            assert await model.acquire("warm", TTL, "h") is True
+            started = threading.Event()
+            writer = threading.Thread(target=_hold_write_lock, args=(path, 2.0, started))
+            writer.start()
+            assert await asyncio.get_running_loop().run_in_executor(None, started.wait, 10)
+            try:
+                with pytest.raises(joblocks.LockBackendError):
+                    await asyncio.wait_for(model.acquire("k", TTL, "h"), 10)
+            finally:
+                await asyncio.get_running_loop().run_in_executor(None, writer.join, 10)
+            assert await model.acquire("k", TTL, "h") is True  # the connection still works
+        finally:
+            await model.dispose()
+
+    asyncio.run(main())
+
+
+def test_operations_waiting_together_each_keep_their_connection(
+    tmp_path: Path, table_name: str
+) -> None:
+    """Several tasks meet the same writer, wait off the loop together, and go on with
+    their second statement (``update_insert``: UPDATE, then INSERT) each on its own
+    connection."""
+    path = tmp_path / "l.db"
+
+    async def main() -> tuple[list[bool], list[str]]:
+        model = joblocks.aio.JobLockModel(
+            f"sqlite:///{path}", table_name=table_name, acquire_path="update_insert"
+        )
+        try:
+            assert await model.acquire("warm", TTL, "h") is True
+            started = threading.Event()
+            writer = threading.Thread(target=_hold_write_lock, args=(path, 0.5, started))
+            writer.start()
+            assert await asyncio.get_running_loop().run_in_executor(None, started.wait, 10)
+            try:
+                got = await asyncio.wait_for(
+                    asyncio.gather(*(model.acquire(f"k{i}", TTL, f"h{i}") for i in range(4))),
+                    10,
+                )
+            finally:
+                await asyncio.get_running_loop().run_in_executor(None, writer.join, 10)
+            holders = [lock.holder for lock in await model.list() if lock.key != "warm"]
+            return list(got), holders
+        finally:
+            await model.dispose()
+
+    got, holders = asyncio.run(main())
+    assert got == [True] * 4
+    assert holders == [f"h{i}" for i in range(4)]
+
+
+def test_a_connection_only_aiosqlites_thread_may_use_goes_through_aiosqlite(
+    tmp_path: Path, table_name: str
+) -> None:
+    from sqlalchemy.ext.asyncio import create_async_engine
+
+    async def main() -> tuple[bool, bool, bool]:
+        engine = create_async_engine(
+            f"sqlite+aiosqlite:///{tmp_path / 'l.db'}",
+            connect_args={"check_same_thread": True},
+        )
+        try:
+            model = joblocks.aio.JobLockModel(engine, table_name=table_name)
+            return (
+                await model.acquire("k", TTL, "h"),
+                await model.acquire("k", TTL, "other"),
+                await model.release("k", "h"),
+            )
+        finally:
+            await engine.dispose()
+
+    assert asyncio.run(main()) == (True, False, True)
