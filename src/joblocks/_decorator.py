@@ -243,7 +243,7 @@ class SingleInstance:
         return wrapper
 
     def _wrap_async(self, fn: Callable[..., Any], template: KeyTemplate) -> Callable[..., Any]:
-        from . import aio
+        from . import _aio_lease, aio
 
         model = self.model
         if model is not None and not isinstance(model, aio.JobLockModel):
@@ -260,7 +260,7 @@ class SingleInstance:
             async def work() -> None:
                 box.append(await fn(*args, **kwargs))
 
-            if await aio._run_request(model, key, options, work, cancel_on_loss):
+            if await _aio_lease._run_request(model, key, options, work, cancel_on_loss):
                 return box[0]
             log.info("joblocks: %s skipped: %s (lock %r)", name, _slots.why_not(options), key)
             return None

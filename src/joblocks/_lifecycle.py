@@ -4,7 +4,7 @@ Every operation of a model or a lease is a generator here: it validates its
 arguments, then yields the step it needs next and is sent that step's result
 back. A face only says how to do a step (the steps are in ``_steps``) in its
 driver: ``JobLockModel._drive`` in ``_model`` calls and sleeps with ``time.sleep``, the one in
-``aio`` awaits and sleeps with ``asyncio.sleep``. An error of a step is thrown back into the
+``_aio_model`` awaits and sleeps with ``asyncio.sleep``. An error of a step is thrown back into the
 generator at its ``yield``, so ``try``/``except``/``finally`` here mean the same on
 both faces. (The shape of h11 and httpcore: the protocol knows no I/O.)
 """

@@ -1,0 +1,304 @@
+"""The asyncio face's model: :class:`joblocks.aio.JobLockModel` (public in ``joblocks.aio``).
+
+Every method drives a life-cycle generator of ``_lifecycle`` with ``_drive``, which
+awaits each step: an ``_ops`` function run in one SQLAlchemy greenlet (check-out,
+statements and check-in in one switch; on SQLite the operations of one key run in
+place on the loop's thread, see docs/design.md), ``asyncio.sleep``, the caller's work.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import contextlib
+import time
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Any, Callable, TypeVar
+
+from typing_extensions import Unpack
+
+from . import _ledger, _lifecycle, _ops, _steps, _validate
+from ._base import ModelCore
+from ._errors import (
+    translate,
+)
+from ._ledger import Run
+from ._options import (
+    LEASE_OPTIONS,
+    LeaseKwargs,
+    LeaseOptions,
+)
+from ._records import JobLock
+from ._sqla import greenlet_spawn, hands_off_per_statement
+from ._steps import Attempt, FirstUse, Session, Sleep, Steps, Work
+
+if TYPE_CHECKING:
+    from ._aio_lease import Lease
+
+T = TypeVar("T")
+
+
+class JobLockModel(ModelCore):
+    """The lock table of one database, for asyncio: every method is a coroutine.
+
+    Same arguments and semantics as :class:`joblocks.JobLockModel`; ``database`` may
+    be a URL or an ``AsyncEngine``. ``timeout`` (milliseconds or a
+    ``datetime.timedelta``; default 5,000 ms) bounds a connection attempt, each wait
+    for a reply and SQLite's wait for another writer, as on the sync face.
+    """
+
+    _asynchronous = True
+
+    async def _call(self, operation: str, fn: Callable[..., T], *args: Any) -> T:
+        return await self._drive(_steps.call(self, operation, fn, *args))
+
+    async def _drive(self, steps: Steps[T]) -> T:
+        """Run the life-cycle generator ``steps`` to its end, awaiting each step it
+        yields (see ``_lifecycle``)."""
+        result: Any = None
+        error: BaseException | None = None
+        while True:
+            try:
+                step = steps.send(result) if error is None else steps.throw(error)
+            except StopIteration as done:
+                return done.value  # type: ignore[no-any-return]
+            result = error = None
+            try:
+                if isinstance(step, Attempt):
+                    work = greenlet_spawn(self._in_greenlet, step.fn, *step.args)
+                    timeout = self._io_timeout
+                    result = await (asyncio.wait_for(work, timeout) if timeout else work)
+                elif isinstance(step, Sleep):
+                    await asyncio.sleep(step.seconds)
+                elif isinstance(step, FirstUse):
+                    await self._open()
+                elif isinstance(step, Work):
+                    if step.cancel_on_loss:
+                        await step.lease._run_cancellable(step.work)  # type: ignore[attr-defined]
+                    else:
+                        await step.work()
+                elif isinstance(step, Session):
+                    result = await self._session(step)
+                else:
+                    # A cancelled caller still gets these steps done (e.g. a release).
+                    result = await asyncio.shield(self._drive(step.steps))
+            except BaseException as exc:  # thrown back in at the yield
+                error = exc
+
+    async def _session(self, step: Session) -> Any:
+        """A connection kept for a lease's life (see ``_steps.Session``)."""
+        timeout = self._io_timeout
+        conn = step.conn
+        if conn is None:
+            opening = self.engine.connect()
+            conn = await (asyncio.wait_for(opening, timeout) if timeout else opening)
+        try:
+            result = None
+            if step.fn is not None:
+                work = conn.run_sync(step.fn, self.statements, *step.args)
+                result = await (asyncio.wait_for(work, timeout) if timeout else work)
+        except BaseException:
+            with contextlib.suppress(Exception):
+                await conn.invalidate()
+            await asyncio.shield(conn.close())
+            raise
+        if step.conn is None:
+            return conn, result
+        if step.close:
+            await conn.close()
+        return result
+
+    async def _open(self) -> None:
+        with translate(self._first_use_name, self.database):
+            async with self.engine.connect() as conn:
+                await conn.run_sync(self._first_use, self._create)
+        self.table_ready = True
+
+    def _set_up(self) -> None:
+        self._one_hand_off = hands_off_per_statement(self.engine.sync_engine.dialect)
+
+    def _in_greenlet(self, fn: Callable[..., T], *args: Any) -> T:
+        # Check-out, statements and check-in in one greenlet: ``async with
+        # engine.connect()`` + ``run_sync`` takes three.
+        with self.engine.sync_engine.connect() as conn:
+            if self._one_hand_off and fn in _ops.IN_PLACE:
+                # aiosqlite: no hand-off to its thread unless another writer is in the way.
+                return _ops.in_place(conn, self.statements, fn, args)
+            return fn(conn, self.statements, *args)
+
+    @property
+    def _io_timeout(self) -> float | None:
+        # aiomysql has no read/write timeout of its own: bound each call instead, so a
+        # cut connection ends in LockBackendError rather than a hang (the cancelled
+        # statement's connection is invalidated). PostgreSQL has tcp_user_timeout and
+        # SQLite its busy timeout.
+        if self.statements.profile.bounds_async_calls:
+            return self.timeout_ms / 1000
+        return None
+
+    async def create_table(self) -> None:
+        """Create the lock table and its fencing counter if they are missing.
+
+        Raises :class:`LockTableMismatch` (creating nothing) when a table of that name
+        exists with another shape.
+        """
+        with translate("create table", self.database):
+            async with self.engine.connect() as conn:
+                await conn.run_sync(self._first_use, True)
+            self.table_ready = True
+
+    async def dispose(self) -> None:
+        """Close this model's connections (and its engine, if joblocks made it)."""
+        if self.owns_engine:
+            await self.engine.dispose()
+
+    async def acquire(self, lock_key: str, ttl: _validate.Duration, holder: str) -> bool:
+        """Take ``lock_key`` for ``holder`` for ``ttl`` (milliseconds or a
+        ``datetime.timedelta``); see :meth:`joblocks.JobLockModel.acquire`."""
+        return await self.acquire_token(lock_key, ttl, holder) is not None
+
+    async def acquire_token(
+        self, lock_key: str, ttl: _validate.Duration, holder: str
+    ) -> int | None:
+        """Like :meth:`acquire`, returning the grant's fencing token (None when taken).
+
+        The same token for a re-entrant acquire of a live row; a larger one for any
+        other grant (the holder's own expired row included).
+
+        ``ttl`` is milliseconds (int or float) or a ``datetime.timedelta``.
+        """
+        return await self._drive(_lifecycle.acquire_token(self, lock_key, ttl, holder))
+
+    async def release(self, lock_key: str, holder: str) -> bool:
+        """Delete the row if ``holder`` holds it (a no-op otherwise); True when deleted."""
+        return await self._drive(_lifecycle.release(self, lock_key, holder))
+
+    async def refresh(self, lock_key: str, ttl: _validate.Duration, holder: str) -> bool:
+        """Set the expiry to now + ``ttl`` if the row is ``holder``'s, even if expired,
+        keeping its token; see :meth:`joblocks.JobLockModel.refresh`.
+
+        ``ttl`` is milliseconds (int or float) or a ``datetime.timedelta``.
+        """
+        return await self._drive(_lifecycle.refresh(self, lock_key, ttl, holder))
+
+    async def peek(self, lock_key: str) -> JobLock | None:
+        """The row of ``lock_key`` whatever its state, or None."""
+        return await self._drive(_lifecycle.peek(self, lock_key))
+
+    async def holders(self, lock_key: str) -> builtins.list[JobLock]:
+        """The place rows of a key used with ``max_holders`` (see
+        :meth:`joblocks.JobLockModel.holders`)."""
+        return await self._drive(_lifecycle.holders(self, lock_key))
+
+    async def try_lease(
+        self,
+        lock_key: str,
+        ttl: _validate.Duration,
+        **options: Unpack[LeaseKwargs[Lease]],
+    ) -> Lease | None:
+        """Take ``lock_key`` and return the grant as a :class:`Lease`, or None.
+
+        See :meth:`joblocks.JobLockModel.try_lease`; keep-alive runs as one task per
+        event loop. Every duration (``ttl``, ``renew_every``, ``min_hold``, ``wait``,
+        ``max_hold``) is milliseconds (int or float) or a ``datetime.timedelta``.
+        ``schedule``/``timezone``: at most one start per cron slot, as there.
+        ``record``: the run ledger (see :meth:`joblocks.JobLockModel.try_lease`).
+        """
+        key = _validate.lock_key(lock_key)
+        return await self._take(key, LeaseOptions.of(ttl, options, "try_lease", LEASE_OPTIONS))
+
+    async def _take(self, key: str, opts: LeaseOptions) -> Lease | None:
+        """:meth:`try_lease` of a request already validated."""
+        held: Lease | None = await self._drive(_lifecycle.take(self, key, opts, time.monotonic()))
+        return held
+
+    async def get(self, lock_key: str) -> JobLock | None:
+        """The row of ``lock_key``, or None (same as :meth:`peek`)."""
+        return await self.peek(lock_key)
+
+    async def list(self, state: _ops.State = "all") -> builtins.list[JobLock]:
+        """All rows ordered by key; ``state="held"`` (alias ``"live"``) or ``"expired"``
+        keeps the rows in that state by the database's clock (``"all"``: every row)."""
+        return await self._drive(_lifecycle.list_locks(self, state))
+
+    async def count(self, state: _ops.State = "all") -> int:
+        """How many rows there are (``state`` as in :meth:`list`)."""
+        return await self._drive(_lifecycle.count(self, state))
+
+    def iter_locks(
+        self, state: _ops.State = "all", *, batch_size: int = _ops.PAGE_SIZE
+    ) -> AsyncIterator[JobLock]:
+        """The rows of :meth:`list`, ``batch_size`` at a time: ``async for lock in
+        model.iter_locks():``. See :meth:`joblocks.JobLockModel.iter_locks`.
+
+        Not a coroutine: arguments are checked at the call, and each page is read
+        when the loop reaches it.
+        """
+        _validate.state(state)
+        size = _validate.batch_size(batch_size)
+        return self._pages(state, size)
+
+    async def _pages(self, state: _ops.State, size: int) -> AsyncIterator[JobLock]:
+        after: str | None = ""
+        while after is not None:
+            page = await self._drive(_lifecycle.page(self, state, after, size))
+            for lock in page:
+                yield lock
+            after = _ops.next_after(page, size)
+
+    async def prune(
+        self,
+        expired_for: _validate.Duration = 0,
+        *,
+        batch_size: int = _ops.PRUNE_BATCH,
+        dry_run: bool = False,
+    ) -> int:
+        """Delete the rows expired for at least ``expired_for`` (ms or timedelta), in
+        batches; the number deleted. See :meth:`joblocks.JobLockModel.prune`."""
+        return await self._drive(_lifecycle.prune(self, expired_for, batch_size, dry_run))
+
+    async def insert(self, lock_key: str, *, holder: str, ttl: _validate.Duration) -> JobLock:
+        """Insert a new row with a new fencing token; ``LockExistsError`` if one exists.
+
+        ``ttl`` is milliseconds (int or float) or a ``datetime.timedelta``.
+        """
+        return await self._drive(_lifecycle.insert(self, lock_key, holder, ttl))
+
+    async def update(
+        self,
+        lock_key: str,
+        *,
+        holder: str | None = None,
+        ttl: _validate.Duration | None = None,
+    ) -> bool:
+        """Change the holder and/or set expiry to now + ``ttl``, whoever holds the row.
+
+        ``ttl`` is milliseconds (int or float) or a ``datetime.timedelta``.
+        """
+        return await self._drive(_lifecycle.update(self, lock_key, holder, ttl))
+
+    async def delete(self, lock_key: str) -> bool:
+        """Delete the row of ``lock_key`` whoever holds it; True when a row was deleted."""
+        return await self._drive(_lifecycle.delete(self, lock_key))
+
+    async def now_ms(self) -> int:
+        """The database server's clock, in epoch milliseconds."""
+        return await self._drive(_lifecycle.now_ms(self))
+
+    async def runs(
+        self,
+        key: str | None = None,
+        *,
+        since: _validate.Duration | None = None,
+        limit: int = 1000,
+    ) -> builtins.list[Run]:
+        """The run ledger's rows, newest first; see :meth:`joblocks.JobLockModel.runs`
+        (``since``: ms or timedelta)."""
+        return await self._drive(_ledger.runs(self, key, since, limit))
+
+    async def prune_runs(
+        self, older_than: _validate.Duration, *, batch_size: int = _ledger.PRUNE_BATCH
+    ) -> int:
+        """Delete ledger rows of runs started more than ``older_than`` (ms or timedelta)
+        ago, in batches; see :meth:`joblocks.JobLockModel.prune_runs`."""
+        return await self._drive(_ledger.prune_runs(self, older_than, batch_size))
