@@ -39,7 +39,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
-import struct
 import weakref
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -48,7 +47,8 @@ from sqlalchemy import exc as sa_exc
 
 from . import _ops
 from ._base import log
-from ._errors import LockBackendError, translate
+from ._errors import translate
+from ._session_locks import file_lock, server_lock, server_relock, server_unlock
 from ._statements import Prepared, Statements, _prepare
 from ._steps import Session, Sleep, Steps, call
 
@@ -182,81 +182,12 @@ def _marked(conn: Connection, st: Statements, reg: _Registry, rid: int) -> int |
     return None if value is None else int(value)
 
 
-# -- the session lock on a server: a connection of the lease's own --------------------
-
-
-def _server_lock(conn: Connection, st: Statements, reg: _Registry, lock: int | str) -> bool:
-    """On a connection of the lease's own: check (once per driver connection) that it
-    reaches the server directly and is never closed for idling, then try the session
-    lock (never waits); True when taken."""
-    info = conn.connection.info
-    if not info.get(_READY):
-        _set_up(conn, reg)
-        info[_READY] = True
-    return _server_relock(conn, st, reg, lock)
-
-
-#: Key in a pooled connection's ``info``: it was checked and set up for session locks.
-_READY = "joblocks_session_locks"
-
-
-def _set_up(conn: Connection, reg: _Registry) -> None:
-    if reg.family == "postgresql":
-        pid = int(_ops.execute(conn, reg.probe, {}).scalar())
-        dbapi: Any = conn.connection.dbapi_connection
-        told = getattr(dbapi, "driver_connection", dbapi).info.backend_pid
-        if pid != told:
-            raise LockBackendError(
-                "liveness='session'",
-                conn.engine.url.render_as_string(hide_password=True),
-                "a connection pooler (e.g. PgBouncer) sits between joblocks and PostgreSQL "
-                f"(the server runs this session in backend {pid}, the connection was told "
-                f"{told}): a session-level lock needs a connection of its own to the "
-                "server, which a transaction-mode pooler does not give. Connect directly, "
-                "or use liveness='ttl'",
-            )
-        if (conn.dialect.server_version_info or (0,)) >= (14,):
-            _ops.execute(conn, reg.settle, {})
-    else:
-        _ops.execute(conn, reg.settle, {})
-
-
-def _server_relock(conn: Connection, st: Statements, reg: _Registry, lock: int | str) -> bool:
-    """Try the session lock again on a connection :func:`_server_lock` set up."""
-    return bool(_ops.execute(conn, reg.lock, {"lock": lock}).scalar())
-
-
-def _server_unlock(conn: Connection, st: Statements, reg: _Registry, lock: int | str) -> None:
-    _ops.execute(conn, reg.unlock, {"lock": lock})
-
-
 # -- the session lock on SQLite: an open file description lock ------------------------
 
 
 def lock_file(database_file: str, table_name: str) -> str:
     """The lock file of a SQLite lock table's session locks (beside the database file)."""
     return f"{database_file}.{table_name}{REGISTRY_SUFFIX}.lock"
-
-
-def _file_lock(path: str, offset: int) -> int | None:
-    """An open file description holding a write lock on byte ``offset``, or None when
-    another open file description (of any process, this one included) holds it."""
-    import fcntl
-
-    ofd = getattr(fcntl, "F_OFD_SETLK", None)
-    if ofd is None:
-        raise OSError("liveness='session' on SQLite needs open file description locks (Linux)")
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
-    # struct flock: l_type, l_whence, l_start, l_len, l_pid (0 for OFD locks).
-    request = struct.pack("hhqqi4x", fcntl.F_WRLCK, os.SEEK_SET, offset, 1, 0)
-    try:
-        fcntl.fcntl(fd, ofd, request)
-    except OSError as exc:
-        os.close(fd)
-        if exc.errno in (11, 13):  # EAGAIN, EACCES: held by another
-            return None
-        raise
-    return fd
 
 
 # -- one lease's session lock ------------------------------------------------------
@@ -300,13 +231,13 @@ class Live:
                 watched = None if found is None else found.file
                 if watched is None:
                     raise ValueError("liveness='session' needs a SQLite database file")
-                self.fd = _file_lock(lock_file(watched[0], model.table.name), self.rid)
+                self.fd = file_lock(lock_file(watched[0], model.table.name), self.rid)
                 return self.fd is not None
             try:
                 if self.conn is None:
-                    self.conn, got = yield Session(_server_lock, (self.reg, self.lock))
+                    self.conn, got = yield Session(server_lock, (self.reg, self.lock))
                 else:
-                    got = yield Session(_server_relock, (self.reg, self.lock), self.conn)
+                    got = yield Session(server_relock, (self.reg, self.lock), self.conn)
             except BaseException:
                 self.conn = None  # invalidated and closed by the face
                 raise
@@ -355,7 +286,7 @@ class Live:
                 os.close(fd)
         if self.conn is not None:
             conn, self.conn = self.conn, None
-            unlock = _server_unlock if self.locked else None
+            unlock = server_unlock if self.locked else None
             self.locked = False
             try:
                 yield Session(unlock, (self.reg, self.lock), conn, close=True)

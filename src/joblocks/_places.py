@@ -37,8 +37,9 @@ from sqlalchemy import Connection, Dialect, Table
 from . import _ops
 from ._base import log
 from ._errors import LockHoldersMismatch
+from ._places_sql import PlaceStatements, places
 from ._records import JobLock
-from ._statements import PlaceStatements, Statements, places
+from ._statements import Statements
 from ._steps import Steps, call
 
 if TYPE_CHECKING:

@@ -1,0 +1,217 @@
+"""How one prepared statement reaches the driver: :func:`execute` (binds the
+parameters and sends the compiled string on the driver's cursor, wrapping driver errors
+as SQLAlchemy would), in a read committed transaction of its own where the connection's
+default isolation is stricter; and :func:`in_place` (the asyncio face on SQLite: one
+key's operation sent on the event loop's thread, a statement that meets another writer
+sent again on aiosqlite's thread to wait).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Mapping
+from typing import Any, Callable, TypeVar
+
+from sqlalchemy import Connection
+from sqlalchemy import exc as sa_exc
+
+from ._connect import ISOLATION_INFO, ReadCommitted, read_committed_wrapper
+from ._sqla import dbapi_error, driver_connection, invalidate_pool, on_driver_thread
+from ._statements import Prepared, Statements
+
+T = TypeVar("T")
+
+
+class _Result:
+    """What a statement gave back, read off the cursor before it is closed."""
+
+    __slots__ = ("lastrowid", "rowcount", "rows")
+
+    def __init__(self, rows: list[Any], rowcount: int, lastrowid: int | None) -> None:
+        self.rows = rows
+        self.rowcount = rowcount
+        self.lastrowid = lastrowid
+
+    def scalar(self) -> Any:
+        return self.rows[0][0] if self.rows else None
+
+
+def execute(conn: Connection, stmt: Prepared, values: Mapping[str, Any]) -> _Result:
+    """Send one prepared statement on the connection's driver connection.
+
+    The thinnest path SQLAlchemy allows: no compilation, no result wrapping, no
+    SQLAlchemy-level transaction (the connection is in autocommit mode; on a
+    PostgreSQL connection whose default isolation is not read committed, the
+    statement gets a read committed transaction of its own). Driver errors
+    are wrapped exactly as SQLAlchemy would (``IntegrityError``, ``OperationalError``,
+    ...), and a lost connection is invalidated so the pool replaces it.
+    """
+    fairy = conn.connection
+    info = fairy.info
+    in_place_ = info.get(_IN_PLACE)
+    dbapi_connection = fairy.dbapi_connection if in_place_ is None else in_place_[0]
+    assert dbapi_connection is not None  # noqa: S101 - checked out by the caller
+    params = stmt.params(values)
+    cursor = dbapi_connection.cursor()
+    try:
+        wrapper = info.get(ISOLATION_INFO, False)
+        if wrapper is False:
+            wrapper = info[ISOLATION_INFO] = read_committed_wrapper(conn.dialect, cursor)
+        if wrapper is not None:
+            return _in_read_committed(cursor, wrapper, stmt.sql, params)
+        if in_place_ is not None:
+            return _sent_in_place(cursor, in_place_[1], stmt.sql, params)
+        cursor.execute(stmt.sql, params)
+        rows = cursor.fetchall() if cursor.description else []
+        return _Result(list(rows), cursor.rowcount, getattr(cursor, "lastrowid", None))
+    except Exception as exc:
+        dialect = conn.dialect
+        if not isinstance(exc, dbapi_error(dialect)):
+            raise
+        lost = dialect.is_disconnect(exc, dbapi_connection, cursor)
+        if lost:
+            # As SQLAlchemy does: every connection of the pool made before now is
+            # suspect (the server went away), so all are replaced on their next use.
+            invalidate_pool(conn, exc)
+            conn.invalidate(exc)
+        raise sa_exc.DBAPIError.instance(
+            stmt.sql,
+            params,
+            exc,
+            dbapi_error(dialect),
+            dialect=dialect,
+            connection_invalidated=lost,
+        ) from exc
+    except BaseException:
+        # Interrupted mid-statement (KeyboardInterrupt, cancellation): the connection's
+        # protocol state is unknown, so it is never used again.
+        conn.invalidate()
+        raise
+    finally:
+        with contextlib.suppress(Exception):
+            cursor.close()
+
+
+def _sent(cursor: Any, sql: str, params: Any) -> _Result:
+    cursor.execute(sql, params)
+    rows = cursor.fetchall() if cursor.description else []
+    return _Result(list(rows), cursor.rowcount, getattr(cursor, "lastrowid", None))
+
+
+def _sent_in_place(
+    cursor: Any, wait: Callable[[Callable[[Any], _Result]], _Result], sql: str, params: Any
+) -> _Result:
+    """One statement under :func:`in_place`: at once, or, when another writer has the
+    database (SQLite's "database is locked" without waiting), again on the driver's
+    thread, waiting for that writer as long as the connection's busy timeout allows."""
+    try:
+        return _sent(cursor, sql, params)
+    except Exception as exc:
+        if not _busy(exc):
+            raise
+
+    def again(driver_connection: Any) -> _Result:
+        retry = driver_connection.cursor()
+        try:
+            return _sent(retry, sql, params)
+        finally:
+            retry.close()
+
+    return wait(again)
+
+
+def _busy(exc: BaseException) -> bool:
+    """SQLite's SQLITE_BUSY (another connection holds the write lock), any variant."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is None:  # Python < 3.11
+        return "database is locked" in str(exc)
+    return bool(code & 0xFF == _SQLITE_BUSY)
+
+
+_SQLITE_BUSY = 5
+#: The busy timeout (ms) of an aiosqlite connection, kept in its pool record's info
+#: (-1: the connection cannot be used from the event loop's thread).
+_BUSY_INFO = "joblocks_busy_timeout_ms"
+
+
+def in_place(conn: Connection, st: Statements, fn: Callable[..., T], args: Any) -> T:
+    """``fn(conn, st, *args)`` (one of :data:`IN_PLACE`) on the asyncio face over
+    aiosqlite, from a ``greenlet_spawn``: each statement is sent on the ``sqlite3``
+    connection behind aiosqlite right here, on the event loop's thread, without
+    waiting for another writer (busy timeout 0); one that meets another writer is sent
+    again on aiosqlite's thread, which waits for it with the connection's busy timeout
+    (the model's ``timeout``) while the loop runs on.
+
+    aiosqlite hands every call (cursor, execute, fetch, close) to its thread and back;
+    an uncontended SQLite statement takes microseconds, a hand-off far longer on a
+    busy machine. A statement that fails with SQLITE_BUSY has changed nothing, so it
+    is safe to send again.
+    """
+    fairy = conn.connection
+    adapted = fairy.dbapi_connection
+    raw = driver_connection(adapted)
+    info = fairy.info
+    busy_ms = info.get(_BUSY_INFO)
+    if busy_ms is None:
+        try:
+            busy_ms = int(raw.execute("PRAGMA busy_timeout").fetchone()[0])
+        except dbapi_error(conn.dialect):
+            # E.g. ``check_same_thread=True`` in the engine's connect_args: only
+            # aiosqlite's thread may use this connection; so be it, through aiosqlite.
+            busy_ms = -1
+        info[_BUSY_INFO] = busy_ms
+    if busy_ms < 0:
+        return fn(conn, st, *args)
+
+    def waiting(run: Callable[[Any], T]) -> T:
+        def on_thread(driver_connection: Any) -> T:
+            driver_connection.execute(f"PRAGMA busy_timeout = {busy_ms}")
+            try:
+                return run(driver_connection)
+            finally:
+                driver_connection.execute("PRAGMA busy_timeout = 0")
+
+        return on_driver_thread(adapted, on_thread)
+
+    raw.execute("PRAGMA busy_timeout = 0")
+    info[_IN_PLACE] = (raw, waiting)
+    try:
+        result = fn(conn, st, *args)
+    except Exception:
+        info.pop(_IN_PLACE, None)
+        if not conn.invalidated:
+            raw.execute(f"PRAGMA busy_timeout = {busy_ms}")
+        raise
+    except BaseException:
+        # Cancelled while aiosqlite's thread may still be running a statement on it.
+        info.pop(_IN_PLACE, None)
+        if not conn.invalidated:
+            conn.invalidate()
+        raise
+    del info[_IN_PLACE]
+    raw.execute(f"PRAGMA busy_timeout = {busy_ms}")
+    return result
+
+
+def _in_read_committed(cursor: Any, wrapper: ReadCommitted, sql: str, params: Any) -> _Result:
+    """Run one statement in a read committed transaction of its own (a connection whose
+    default isolation is stricter, see ``_connect.read_committed_wrapper``)."""
+    cursor.execute(wrapper.begin)
+    try:
+        cursor.execute(sql, params)
+        rows = cursor.fetchall() if cursor.description else []
+        result = _Result(list(rows), cursor.rowcount, getattr(cursor, "lastrowid", None))
+        cursor.execute(wrapper.commit)
+    except Exception:
+        with contextlib.suppress(Exception):
+            cursor.execute(wrapper.rollback)
+        raise
+    return result
+
+
+#: Key, in the pool record's ``info`` of a connection :func:`in_place` runs an
+#: operation on (and only meanwhile), of ``(driver connection, wait)``: the driver's
+#: own connection the statements go to, and how one that met another writer waits.
+#: Kept with the connection (checked out by that operation alone), not with the
+#: thread: while one operation waits, others run on the same event loop's thread.
+_IN_PLACE = "joblocks_in_place"
