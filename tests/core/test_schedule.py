@@ -7,6 +7,8 @@ time once) and for an hourly one (every real hour its own slot).
 
 from __future__ import annotations
 
+import sys
+
 import pickle
 from datetime import datetime, timedelta, timezone
 from zoneinfo import ZoneInfo
@@ -59,9 +61,18 @@ def test_previous_slot() -> None:
     )
 
 
-def test_seconds_field_and_aliases() -> None:
+def test_seconds_field() -> None:
+    if sys.version_info < (3, 10):
+        # cronsim 2.7, the first to read a seconds field, needs Python 3.10: on 3.9 the
+        # expression is refused with a message that says so (documented).
+        with pytest.raises(ValueError, match=r"a seconds field needs cronsim >= 2\.7"):
+            Schedule.parse("*/20 * * * * *")
+        return
     s = Schedule.parse("*/20 * * * * *")
     assert slot_iso(s, "2026-12-01T22:00:31") == ("2026-12-01T22:00:20", "2026-12-01T22:00:40")
+
+
+def test_aliases() -> None:
     assert Schedule.parse("@hourly").slot(ms("2026-12-01T22:10:00")) == (
         ms("2026-12-01T22:00:00"),
         ms("2026-12-01T23:00:00"),
@@ -248,7 +259,12 @@ AROUND = [
 
 @settings(max_examples=300, deadline=None)
 @given(
-    expression=st.sampled_from(EXPRESSIONS),
+    # A seconds field needs cronsim 2.7 (Python 3.10+); 3.9 refuses it (test_seconds_field).
+    expression=st.sampled_from(
+        EXPRESSIONS
+        if sys.version_info >= (3, 10)
+        else [e for e in EXPRESSIONS if len(e.split()) != 6]
+    ),
     zone=st.sampled_from(ZONES),
     base=st.sampled_from(AROUND),
     offset=st.integers(min_value=0, max_value=3 * 24 * 3_600_000),
