@@ -7,9 +7,8 @@ time once) and for an hourly one (every real hour its own slot).
 
 from __future__ import annotations
 
-import sys
-
 import pickle
+import sys
 from datetime import datetime, timedelta, timezone
 from zoneinfo import ZoneInfo
 
