@@ -10,17 +10,23 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from datetime import timedelta
+from pathlib import Path
 from typing import Any, Callable
 
 import pytest
+
+import joblocks
 
 from ..support.liveness_holder import HolderProcess as Holder
 
 LONG_TTL = 60_000
 N = 2
+CLI_TIMEOUT = 60
 
 
 @pytest.fixture
@@ -156,3 +162,57 @@ def test_run_with_lock_and_lease_with_both(make_model: Callable[..., Any], key: 
     with model.lease(key, LONG_TTL, liveness="session", max_holders=N) as held:
         assert held.token > 0
     assert model.peek(key) is None
+
+
+def _argv(url: str, table: str, *args: str) -> list[str]:
+    return [sys.executable, "-m", "joblocks", "--url", url, "--table", table, *args]
+
+
+def test_cli_a_killed_runs_place_is_taken_by_the_next_run(
+    db_url: str, table_name: str, key: str, tmp_path: Path
+) -> None:
+    """``joblocks run --max-holders 2 --liveness session`` (real ``joblocks`` processes)."""
+    run = ("run", key, "--ttl", "60s", "--liveness", "session", "--max-holders", str(N))
+    run += ("--conflict-exit-code", "9")
+    runs = [
+        subprocess.Popen(
+            _argv(db_url, table_name, *run, "--", "sleep", "600"),
+            start_new_session=True,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        for _ in range(N)
+    ]
+    model = joblocks.JobLockModel(db_url, table_name=table_name)
+    try:
+        deadline = time.monotonic() + CLI_TIMEOUT
+        while len(live_places(model, key)) < N:
+            assert all(p.poll() is None for p in runs), "a run ended early"
+            assert time.monotonic() < deadline, "the runs never took their places"
+            time.sleep(0.05)
+        before = live_places(model, key)
+        third = subprocess.run(
+            _argv(db_url, table_name, *run, "--", "true"), timeout=CLI_TIMEOUT, check=False
+        )
+        assert third.returncode == 9  # N inside: refused
+        os.killpg(runs[0].pid, signal.SIGKILL)
+        runs[0].wait(timeout=CLI_TIMEOUT)
+        ran = tmp_path / "ran"
+        fourth = subprocess.run(
+            _argv(db_url, table_name, *run, "--", "touch", str(ran)),
+            timeout=CLI_TIMEOUT,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert fourth.returncode == 0, fourth.stderr
+        assert ran.exists(), "the killed run's place was not taken over"
+        after = live_places(model, key)
+        assert len(after) == 1  # the fourth run released its place; the second holds on
+        assert set(after.items()) < set(before.items())
+    finally:
+        for proc in runs:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(timeout=CLI_TIMEOUT)
+        model.dispose()
