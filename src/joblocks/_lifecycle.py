@@ -165,10 +165,11 @@ def take(
     while True:
         sent = time.monotonic()
         try:
-            if live is not None:
+            if live is not None and opts.max_holders is None:
                 yield from live.hold()
-            if opts.max_holders is not None:  # not with schedule= or liveness (LeaseOptions)
-                grant, row = yield from _places.take(model, key, holder, opts)
+            if opts.max_holders is not None:  # not with schedule= (LeaseOptions)
+                # With liveness, each place has its own session lock (``_places``).
+                grant, row = yield from _places.take(model, key, holder, opts, live)
             elif opts.schedule is None:
                 grant = yield from call(model, "acquire", _ops.acquire, key, holder, opts.ttl_ms)
             else:
@@ -180,7 +181,7 @@ def take(
                     if (model.record if opts.record is None else opts.record) == "all":
                         yield from _ledger.record_skip(model, key, opts, skip.slot)
                     return None
-            if live is not None:
+            if live is not None and opts.max_holders is None:
                 grant = yield from _liveness.granted(live, grant, holder, opts.ttl_ms)
         except BaseException as exc:
             if live is not None and not isinstance(exc, GeneratorExit):

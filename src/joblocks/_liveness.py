@@ -40,7 +40,7 @@ import contextlib
 import hashlib
 import os
 import weakref
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Callable, Literal
 
 from sqlalchemy import Connection, MetaData, Table
 from sqlalchemy import exc as sa_exc
@@ -257,9 +257,36 @@ class Live:
         """Name ``fence`` in the registry as the grant holding the session lock."""
         yield from call(self.model, "liveness registry", _mark, self.reg, self.rid, fence)
 
-    def take_over(self, holder: str, ttl_ms: int) -> Steps[_ops.Grant | None]:
+    def aim(self, key: str) -> None:
+        """Point this (not held) session lock at another key: one place after the other
+        of a counted lease (``_places.take_live``), on the same connection."""
+        if key != self.key:
+            assert not self.held  # noqa: S101 - let go first (``unhold``)
+            self.key, self.rid, self.lock = key, None, None
+
+    def unhold(self) -> Steps[None]:
+        """Let the session lock go, keeping the connection for the next try."""
+        if self.fd is not None:
+            fd, self.fd = self.fd, None
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        if self.locked:
+            self.locked = False
+            try:
+                yield Session(_server_unlock, (self.reg, self.lock), self.conn)
+            except BaseException:
+                self.conn = None  # invalidated and closed by the face
+                raise
+
+    def take_over(
+        self,
+        holder: str,
+        ttl_ms: int,
+        again: Callable[[], Steps[_ops.Grant | None]] | None = None,
+    ) -> Steps[_ops.Grant | None]:
         """Holding the session lock, with the row live: take the row over when its grant
-        is the one the registry names (its holder held the session lock, so it died)."""
+        is the one the registry names (its holder held the session lock, so it died).
+        ``again``: the acquire after it (default: a single lease's of the key)."""
         model = self.model
         row = yield from call(model, "peek", _ops.peek, self.key)
         if row is not None:
@@ -276,6 +303,8 @@ class Live:
                     row.holder,
                     row.fence,
                 )
+        if again is not None:
+            return (yield from again())
         return (yield from call(model, "acquire", _ops.acquire, self.key, holder, ttl_ms))
 
     def let_go(self) -> Steps[None]:

@@ -55,8 +55,8 @@ class RunOptions(TypedDict, Generic[L], total=False):
       docs/concepts.md, "Liveness"); not together with ``schedule``;
     - ``max_holders`` (an int, 1 … 1000; None, the default: one holder): a counted
       lease, up to N holders of the key at once, each a full lease of its own place
-      (see docs/concepts.md, "Several holders"); not together with ``schedule`` or
-      ``liveness="session"``.
+      (see docs/concepts.md, "Several holders"); with ``liveness="session"`` each
+      place has its own session lock; not together with ``schedule``.
     """
 
     keepalive: bool
@@ -158,10 +158,8 @@ class LeaseOptions:
                 "taken over from a dead holder: the slot stays run)"
             )
         self.max_holders = None if max_holders is None else _places.validate(max_holders)
-        if self.max_holders is not None and (self.schedule is not None or self.liveness != "ttl"):
-            raise ValueError(
-                "max_holders cannot be combined with schedule= or liveness='session' (yet)"
-            )
+        if self.max_holders is not None and self.schedule is not None:
+            raise ValueError("max_holders cannot be combined with schedule= (yet)")
 
     @classmethod
     def of(

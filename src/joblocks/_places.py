@@ -45,6 +45,7 @@ from ._steps import Steps, call
 if TYPE_CHECKING:
     from ._base import ModelCore
     from ._lease import LeaseBase
+    from ._liveness import Live
     from ._options import LeaseOptions
 
 #: Separates a key from its place number in a place row's id (U+241F, SYMBOL FOR UNIT
@@ -142,7 +143,14 @@ def _described(row: JobLock | None) -> str:
 
 
 def acquire(
-    conn: Connection, st: Statements, table: Table, key: str, holder: str, ttl_ms: int, n: int
+    conn: Connection,
+    st: Statements,
+    table: Table,
+    key: str,
+    holder: str,
+    ttl_ms: int,
+    n: int,
+    only: tuple[int, ...] | None = None,
 ) -> tuple[_ops.Grant, str] | None:
     """Take a place of ``key`` (``n`` places) for ``holder``: the grant and its place's
     row id, or None when all ``n`` places are held by others.
@@ -154,7 +162,8 @@ def acquire(
     A refused try costs one read. The group row is claimed only when it is absent or
     expired; a live one of this N is extended after the grant, and should it be gone
     meanwhile (deleted with the last place's release, or expired and taken), the place
-    is given back and the key read again.
+    is given back and the key read again. ``only``: try these places only (1-based;
+    ``liveness="session"`` picks the place whose session lock it holds).
     """
     ps = _statements(conn, st, table, n)
     marker = group_holder(n)
@@ -173,6 +182,8 @@ def acquire(
         mine = [i for i, row in sorted(taken.items()) if row.holder == holder and not row.expired]
         free = [i for i in range(1, n + 1) if i not in taken or taken[i].expired]
         for place in mine[:1] or free:
+            if only is not None and place not in only:
+                continue
             row_id = place_id(key, place)
             grant = _ops.acquire(conn, st, row_id, holder, ttl_ms)
             if grant is None:
@@ -233,15 +244,80 @@ def holders(conn: Connection, st: Statements, table: Table, key: str) -> list[Jo
 # -- the life-cycle steps (both faces drive them; see ``_lifecycle``) ---------------------
 
 
-def take(model: ModelCore, key: str, holder: str, opts: LeaseOptions) -> Steps[tuple[Any, str]]:
-    """One try at a place of ``key``: ``(grant or None, the place's row id)``."""
+def take(
+    model: ModelCore, key: str, holder: str, opts: LeaseOptions, live: Live | None = None
+) -> Steps[tuple[Any, str]]:
+    """One try at a place of ``key``: ``(grant or None, the place's row id)``;
+    with ``live`` (``liveness="session"``) each place has its own session lock."""
     n = opts.max_holders
     assert n is not None  # noqa: S101 - only called for counted leases
     check_key(key, n)
+    if live is not None:
+        return (yield from take_live(model, key, holder, opts.ttl_ms, n, live))
     got = yield from call(model, "acquire", acquire, model.table, key, holder, opts.ttl_ms, n)
     if got is None:
         return None, key
     return got
+
+
+def read(
+    conn: Connection, st: Statements, table: Table, key: str, n: int
+) -> tuple[JobLock | None, dict[int, JobLock]]:
+    """The group row of ``key`` and its taken places (by place number), one read."""
+    return _read(conn, _statements(conn, st, table, n), key, n)
+
+
+def take_live(
+    model: ModelCore, key: str, holder: str, ttl_ms: int, n: int, live: Live
+) -> Steps[tuple[Any, str]]:
+    """One try at a place of ``key`` with ``liveness="session"``: place ``i`` has the
+    session lock of its own row id ``K␟i``, taken before the place's row (``_liveness``).
+
+    After one read: this holder's live place (re-entrant), else the free places, then
+    the held ones, each tried under its session lock (one connection, ``live``, aimed
+    at one place after the other). A held place whose session lock is free and whose
+    grant the registry names lost its holder's process: it is taken over, with a new,
+    larger token, the other places keep theirs. A held place whose session lock is
+    held (its holder lives, or is paused) is left alone. A free place whose session
+    lock is held by another (a contender taking it, a previous holder letting go, a
+    paused one past its ttl) is tried last, without it: a ``liveness="ttl"`` place.
+    """
+    table = model.table
+    _, taken = yield from call(model, "acquire", read, table, key, n)
+    mine = [i for i, row in sorted(taken.items()) if row.holder == holder and not row.expired]
+    free = [i for i in range(1, n + 1) if i not in taken or taken[i].expired]
+    busy = [i for i in sorted(taken) if i not in free and i not in mine]
+    later: list[int] = []
+
+    def again(place: int) -> Steps[_ops.Grant | None]:
+        got = yield from call(model, "acquire", acquire, table, key, holder, ttl_ms, n, (place,))
+        return None if got is None else got[0]
+
+    for place in mine[:1] or free + busy:
+        live.aim(place_id(key, place))
+        if not (yield from live.hold()):
+            if place not in busy:
+                later.append(place)
+            continue
+        grant = yield from again(place)
+        if grant is None and place in busy:
+            grant = yield from live.take_over(holder, ttl_ms, functools.partial(again, place))
+        if grant is not None:
+            yield from live.mark(grant.fence)
+            return grant, place_id(key, place)
+        yield from live.unhold()
+    for place in later:
+        grant = yield from again(place)
+        if grant is None:
+            continue
+        live.aim(place_id(key, place))
+        if (yield from live.hold_again()):
+            yield from live.mark(grant.fence)
+        else:
+            log.debug("joblocks: %r granted without its session lock: ttl liveness", live.key)
+            yield from live.let_go()  # the connection kept for the tries
+        return grant, place_id(key, place)
+    return None, key
 
 
 def cover_lease(lease: LeaseBase, until_ms: int | None) -> Steps[None]:
