@@ -273,7 +273,7 @@ class Live:
         if self.locked:
             self.locked = False
             try:
-                yield Session(_server_unlock, (self.reg, self.lock), self.conn)
+                yield Session(server_unlock, (self.reg, self.lock), self.conn)
             except BaseException:
                 self.conn = None  # invalidated and closed by the face
                 raise
