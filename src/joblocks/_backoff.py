@@ -5,6 +5,9 @@ Both faces sleep the delays this module computes; only how they sleep differs.
 
 from __future__ import annotations
 
+import random
+import time
+
 #: First retry waits up to this long (ms).
 BASE_MS = 25.0
 #: No single wait is longer than this (ms).
@@ -30,3 +33,14 @@ def delay_ms(
         raise ValueError(f"jitter must be in [0, 1), got {jitter}")
     ceiling = min(cap_ms, base_ms * 2.0 ** min(attempt - 1, 32))
     return max(0.0, min(remaining_ms, jitter * ceiling))
+
+
+def next_pause(attempt: int, started: float, wait_ms: int | None) -> float | None:
+    """Seconds to sleep before the next try, or None when the wait is over (or none)."""
+    if wait_ms is None:
+        return None
+    remaining = wait_ms - (time.monotonic() - started) * 1000
+    if remaining <= 0:
+        return None
+    pause = delay_ms(attempt, remaining, random.random())  # noqa: S311 - jitter, not crypto
+    return max(min(1.0, remaining), pause) / 1000

@@ -47,3 +47,10 @@ def _compile_statement_now_ms(
     element: statement_now_ms, compiler: SQLCompiler, **kw: object
 ) -> str:
     return profile(compiler.dialect).statement_now
+
+
+def deadline(sent_at: float, ttl_ms: int) -> float:
+    """When a grant (or renewal) sent at monotonic ``sent_at`` surely still holds: the
+    database wrote ``floor(its now) + ttl``, its now being at or after ``sent_at`` but up
+    to 1 ms above the floored value, so 1 ms is taken off."""
+    return sent_at + (ttl_ms - 1) / 1000

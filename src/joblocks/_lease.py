@@ -31,7 +31,7 @@ from sqlalchemy import Table, exists
 from sqlalchemy.sql.elements import ColumnElement
 
 from . import _events, _lifecycle, _ops, _places, _validate
-from ._clock import db_now_ms
+from ._clock import db_now_ms, deadline
 from ._errors import LeaseLost
 from ._records import from_ms
 
@@ -395,10 +395,3 @@ class Lease(LeaseBase):
             self._run_error = exc_info[1]
         if not self._released:
             self.release()
-
-
-def deadline(sent_at: float, ttl_ms: int) -> float:
-    """When a grant (or renewal) sent at monotonic ``sent_at`` surely still holds: the
-    database wrote ``floor(its now) + ttl``, its now being at or after ``sent_at`` but up
-    to 1 ms above the floored value, so 1 ms is taken off."""
-    return sent_at + (ttl_ms - 1) / 1000

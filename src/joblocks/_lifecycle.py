@@ -14,7 +14,18 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any, Callable
 
-from . import _events, _guard, _ledger, _liveness, _ops, _places, _slots, _tables, _validate
+from . import (
+    _backoff,
+    _events,
+    _guard,
+    _ledger,
+    _liveness,
+    _ops,
+    _places,
+    _slots,
+    _tables,
+    _validate,
+)
 from ._base import log
 from ._errors import LockBackendError, LockExistsError
 from ._records import JobLock
@@ -192,7 +203,7 @@ def take(
         if grant is not None:
             break
         attempt += 1
-        pause = next_pause(attempt, started, opts.wait_ms)
+        pause = _backoff.next_pause(attempt, started, opts.wait_ms)
         if pause is None:
             if live is not None:
                 yield from _liveness.abandon(live)
@@ -204,7 +215,7 @@ def take(
     mine = True
     if grant.acquired_ms is None and (times or opts.keepalive or opts.on_lost):
         # MySQL/MariaDB report only the token: read the row's times.
-        grant, mine = fill_times(grant, (yield from call(model, "peek", _ops.peek, row)))
+        grant, mine = _ops.fill_times(grant, (yield from call(model, "peek", _ops.peek, row)))
     lease = model._lease_type(model, **opts.lease_state(row, grant, sent, opts.ttl_ms))
     if opts.max_holders is not None:
         lease._group = (key, opts.max_holders)
@@ -333,7 +344,7 @@ def run_with_lock(
     attempt = 0
     while not _guard.enter(slot):
         attempt += 1
-        pause = next_pause(attempt, started, opts.wait_ms)
+        pause = _backoff.next_pause(attempt, started, opts.wait_ms)
         if pause is None:
             log.debug("joblocks: %r is already running in this process; skipped", key)
             _events.emit("conflict", key, opts.holder)
@@ -383,27 +394,3 @@ def after_release(lease: LeaseBase, released: bool) -> None:
         _events.emit("overrun", lease.key, lease.holder, token=lease.token, held_ms=held_ms)
     elif not released:
         log.warning("joblocks: %r was no longer held by this worker at release", lease.key)
-
-
-def next_pause(attempt: int, started: float, wait_ms: int | None) -> float | None:
-    """Seconds to sleep before the next try, or None when the wait is over (or none)."""
-    import random
-
-    from ._backoff import delay_ms
-
-    if wait_ms is None:
-        return None
-    remaining = wait_ms - (time.monotonic() - started) * 1000
-    if remaining <= 0:
-        return None
-    pause = delay_ms(attempt, remaining, random.random())  # noqa: S311 - jitter, not crypto
-    return max(min(1.0, remaining), pause) / 1000
-
-
-def fill_times(grant: _ops.Grant, row: Any) -> tuple[_ops.Grant, bool]:
-    """A grant without times (MySQL) completed from a peeked row; False if not ours."""
-    if row is None or row.fence != grant.fence:
-        return grant, False
-    acquired = round(row.acquired_at.timestamp() * 1000)
-    expires = round(row.expires_at.timestamp() * 1000)
-    return _ops.Grant(grant.fence, acquired, expires), True

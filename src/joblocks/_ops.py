@@ -310,3 +310,12 @@ IN_PLACE: frozenset[Callable[..., Any]] = frozenset(
         now_ms,
     }
 )
+
+
+def fill_times(grant: Grant, row: Any) -> tuple[Grant, bool]:
+    """A grant without times (MySQL) completed from a peeked row; False if not ours."""
+    if row is None or row.fence != grant.fence:
+        return grant, False
+    acquired = round(row.acquired_at.timestamp() * 1000)
+    expires = round(row.expires_at.timestamp() * 1000)
+    return Grant(grant.fence, acquired, expires), True
