@@ -34,7 +34,7 @@ import contextlib
 import threading
 import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, get_args
 
 from ._events import Event, EventKind, add_listener, remove_listener
 from ._version import __version__
@@ -53,17 +53,7 @@ __all__ = [
 ]
 
 #: Every event kind, in the order of :data:`joblocks.EventKind`.
-EVENT_KINDS: tuple[EventKind, ...] = (
-    "acquired",
-    "conflict",
-    "renewed",
-    "lost",
-    "overrun",
-    "released",
-    "error",
-    "skipped",
-    "record_failed",
-)
+EVENT_KINDS: tuple[EventKind, ...] = get_args(EventKind)
 
 #: Histogram bounds for the wait for a lock, in seconds.
 WAIT_BUCKETS: tuple[float, ...] = (
