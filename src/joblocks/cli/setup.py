@@ -54,7 +54,10 @@ def cmd_init(args: argparse.Namespace) -> int:
         ) from exc
     finally:
         model.dispose()
-    counter = "fencing counter" if model.engine.dialect.name == "sqlite" else "fencing sequence"
+    from .._dialects import profile
+
+    kind = profile(model.engine.dialect).fence_kind
+    counter = "fencing counter" if kind == "counter" else "fencing sequence"
     if existed:
         out(f"table {locks.fullname} already exists on {model.database} ({counter} checked)")
     else:
@@ -76,7 +79,8 @@ def ddl_script(args: argparse.Namespace) -> str:
     check_backend(url)
     backend = url.get_backend_name()
     name, schema = table_options(args)
-    if backend == "sqlite":
+
+    if profile(backend).single_file:
         if schema not in (None, "main"):
             raise CliError(
                 f"--schema: SQLite keeps the lock table in the main database; got {schema!r}",
