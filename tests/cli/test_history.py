@@ -121,6 +121,27 @@ def test_history_without_a_ledger(db_url: str, table_name: str, tmp_path: Path) 
     assert "--limit" in bad.stderr
 
 
+def test_prune_runs_older_than(db_url: str, table_name: str, tmp_path: Path) -> None:
+    for _ in range(2):
+        cli(db_url, table_name, tmp_path, "run", "nightly", "--ttl", "1m", "--record", "--", "true")
+    kept = cli(db_url, table_name, tmp_path, "prune", "--runs-older-than", "1d")
+    assert kept.returncode == 0, kept.stderr
+    assert "deleted 0 ledger rows" in kept.stdout
+    both = cli(
+        db_url, table_name, tmp_path, "prune", "--expired-for", "0s", "--runs-older-than", "0s"
+    )
+    assert both.returncode == 0, both.stderr
+    assert "lock row" in both.stdout
+    assert "deleted 2 ledger rows" in both.stdout
+    assert cli(db_url, table_name, tmp_path, "history", "--json").stdout.strip() == "[]"
+    neither = cli(db_url, table_name, tmp_path, "prune")
+    assert neither.returncode == 2
+    assert "--runs-older-than" in neither.stderr
+    dry = cli(db_url, table_name, tmp_path, "prune", "--dry-run", "--runs-older-than", "1d")
+    assert dry.returncode == 2
+    assert "--dry-run counts lock rows only" in dry.stderr
+
+
 def test_history_prune(db_url: str, table_name: str, tmp_path: Path) -> None:
     for _ in range(3):
         cli(db_url, table_name, tmp_path, "run", "nightly", "--ttl", "1m", "--record", "--", "true")

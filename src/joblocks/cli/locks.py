@@ -10,6 +10,8 @@ from ._common import (
     DOCS_JSON_SECTION,
     EXIT_NO,
     EXIT_OK,
+    EXIT_USAGE,
+    CliError,
     add_command,
     checked,
     duration,
@@ -139,19 +141,39 @@ def cmd_release(args: argparse.Namespace) -> int:
 
 
 def cmd_prune(args: argparse.Namespace) -> int:
-    """``joblocks prune``: delete rows expired for longer than ``--expired-for`` (db time).
+    """``joblocks prune``: delete lock rows expired for longer than ``--expired-for``, and
+    run-ledger rows of runs started more than ``--runs-older-than`` ago (db time).
 
-    The library's :meth:`~joblocks.JobLockModel.prune`: batches of short statements.
+    The library's :meth:`~joblocks.JobLockModel.prune` and
+    :meth:`~joblocks.JobLockModel.prune_runs`: batches of short statements.
     """
-    ms: int = args.expired_for
+    ms: int | None = args.expired_for
+    runs_ms: int | None = args.runs_older_than
+    if ms is None and runs_ms is None:
+        raise CliError(
+            "prune: give --expired-for (lock rows), --runs-older-than (run-ledger rows), or both",
+            EXIT_USAGE,
+        )
+    if args.dry_run and runs_ms is not None:
+        raise CliError(
+            "prune: --dry-run counts lock rows only (not with --runs-older-than)", EXIT_USAGE
+        )
     model = open_model(args, create_table=False, must_exist=True)
     try:
-        count = model.prune(ms, dry_run=args.dry_run)
+        if ms is not None:
+            count = model.prune(ms, dry_run=args.dry_run)
+            rows = "row" if count == 1 else "rows"
+            verb = "would delete" if args.dry_run else "deleted"
+            out(f"{verb} {count} lock {rows} expired for more than {format_duration(ms)}")
+        if runs_ms is not None:
+            deleted = model.prune_runs(runs_ms)
+            rows = "row" if deleted == 1 else "rows"
+            out(
+                f"deleted {deleted} ledger {rows} of runs started more than "
+                f"{format_duration(runs_ms)} ago"
+            )
     finally:
         model.dispose()
-    rows = "row" if count == 1 else "rows"
-    verb = "would delete" if args.dry_run else "deleted"
-    out(f"{verb} {count} lock {rows} expired for more than {format_duration(ms)}")
     return EXIT_OK
 
 
@@ -195,9 +217,15 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
     prune.add_argument(
         "--expired-for",
         type=duration(True),
-        required=True,
         metavar="DURATION",
-        help="delete rows whose expiry is older than this, e.g. 7d or 12h (by the "
+        help="delete lock rows whose expiry is older than this, e.g. 7d or 12h (by the "
         "database's clock)",
+    )
+    prune.add_argument(
+        "--runs-older-than",
+        type=duration(True),
+        metavar="DURATION",
+        help="delete run-ledger rows (job_runs) of runs started more than this ago, e.g. "
+        "30d, in batches (same as `history --prune`)",
     )
     prune.add_argument("--dry-run", action="store_true", help="only count them")
