@@ -103,8 +103,19 @@ def test_contention_under_a_strict_default_isolation(
             f"errors {errors}, retried {retried}"
         )
         assert not errors
-        # Not even retried: read committed has no serialization failures.
-        assert not retried
+        if strict_url.startswith("mysql"):
+            # SERIALIZABLE changes nothing for autocommit statements on InnoDB: they
+            # run as under its default, where an acquire meeting a concurrent release
+            # of the same key is now and then picked as a deadlock victim (1213) and
+            # retried. Anything else retried (1020, "record has changed since last
+            # read", is MariaDB's snapshot isolation) or deadlocks on more than 1 %
+            # of the calls would be this isolation at work.
+            others = {text: n for text, n in retried.items() if "(1213," not in text}
+            assert not others
+            assert sum(retried.values()) * 100 <= calls, retried
+        else:
+            # Not even retried: read committed has no serialization failures.
+            assert not retried
         assert len(runs) > 10
         for (_, e0, f0, _), (s1, _, f1, _) in zip(runs, runs[1:]):
             assert s1 >= e0, f"runs overlapped by {(e0 - s1) / 1e6:.3f} ms"
