@@ -15,7 +15,8 @@ contention   N processes on one key: wins/s, fairness, overlaps/fencing checked;
              joblocks paths and faces against raw-driver variants
 keepalive    one process holding 1,000 keep-alive leases: renewals/s, CPU, loss detection
 scale        acquire latency with 10, 10^4 and 10^6 rows in the table
-cli          ``python -m joblocks run k --ttl 1m -- true`` against ``true``
+cli          ``python -m joblocks run k --ttl 1m -- true`` against ``true`` (and
+             dislock's CLI in lease mode, with the peers venv)
 peers        other lock libraries (tooz, python-redis-lock, pottery, sherlock, advisory
              locks, filelock) run by benchmarks/peers/worker.py in their own venv
 pgpeers      the PostgreSQL lease peers (dislock, pglease, distributed-pg-lock) and
@@ -926,6 +927,7 @@ def section_cli(ctx: Ctx) -> dict[str, Any]:
                 dict(env, JOBLOCKS_URL=ctx.urls["sqlite"]),
             )
         )
+    variants += _dislock_cli(ctx, env)
     times: dict[str, list[float]] = {label: [] for label, _, _ in variants}
     if not ctx.smoke:
         for label, argv, e in variants:  # warm the page cache once
@@ -973,6 +975,37 @@ def section_cli(ctx: Ctx) -> dict[str, Any]:
         )
     print(text, flush=True)
     return out
+
+
+DISLOCK_CLI = "dislock DATABASE_URL true (postgresql)"
+
+
+def _dislock_cli(ctx: Ctx, env: dict[str, str]) -> list[tuple[str, list[str], dict[str, str]]]:
+    """dislock's CLI from the peers' venv (``benchmarks/peers/setup.sh``), lease mode
+    with a 60 s ttl on the suite's PostgreSQL: the issue's "÷ dislock's CLI" bar. Empty
+    when there is no such venv or no PostgreSQL."""
+    py = peers_python(ctx)
+    script = None if py is None else py.parent / "dislock"
+    if script is None or not script.exists() or "postgresql" not in ctx.urls:
+        return []
+    import psycopg
+    from sqlalchemy.engine import make_url
+
+    dsn = make_url(ctx.urls["postgresql"]).set(drivername="postgresql")
+    libpq = dsn.render_as_string(hide_password=False)
+    with psycopg.connect(libpq, autocommit=True) as conn:  # dislock's documented table
+        conn.execute(
+            "CREATE TABLE IF NOT EXISTS key_value (key text PRIMARY KEY,"
+            " value text NOT NULL, expire_at timestamptz NOT NULL)"
+        )
+    denv = dict(
+        env,
+        DATABASE_URL=libpq,
+        LOCK_STRATEGY="lease",
+        LOCK_KEY="k",
+        RUN_LOCK_TTL_SECONDS="60",
+    )
+    return [(DISLOCK_CLI, [str(script), "DATABASE_URL", "true"], denv)]
 
 
 def _importtime(cmd: list[str], ctx: Ctx) -> dict[str, Any]:
@@ -1257,6 +1290,20 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
                 r <= 0.6,
                 f"{run_ms:.0f} ms vs {sqla:.0f} ms",
             )
+    dislock_ms = cli.get(DISLOCK_CLI, {}).get("median_ms")
+    pg_run_ms = cli.get("python -m joblocks run k --ttl 1m -- true (postgresql)", {}).get(
+        "median_ms"
+    )
+    if dislock_ms and pg_run_ms:
+        r = pg_run_ms / dislock_ms
+        add(
+            "(issue 14) `joblocks run` ÷ dislock's CLI, lease mode (medians)",
+            "postgresql",
+            r,
+            "≤ 1.0",
+            r <= 1.0,
+            f"{pg_run_ms:.0f} ms vs {dislock_ms:.0f} ms",
+        )
     for db, res in results.get("refused", {}).items():
         for face in ("jl", "aio"):
             c = res["statements"].get(face) or {}
