@@ -894,6 +894,9 @@ def _wall(argv: list[str], env: dict[str, str]) -> float:
 def section_cli(ctx: Ctx) -> dict[str, Any]:
     cmd = [sys.executable, "-m", "joblocks", "run", "k", "--ttl", "1m", "--", "true"]
     env = dict(os.environ)
+    # As installed packages are (pip compiles them): a source checkout run with
+    # PYTHONDONTWRITEBYTECODE would compile joblocks's ~40 modules on every start.
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     probe = subprocess.run(
         cmd,
         env=dict(env, JOBLOCKS_URL=ctx.urls.get("sqlite", next(iter(ctx.urls.values())))),
