@@ -3,7 +3,10 @@ parameters and sends the compiled string on the driver's cursor, wrapping driver
 as SQLAlchemy would), in a read committed transaction of its own where the connection's
 default isolation is stricter; and :func:`in_place` (the asyncio face on SQLite: one
 key's operation sent on the event loop's thread, a statement that meets another writer
-sent again on aiosqlite's thread to wait).
+sent again on aiosqlite's thread to wait). On psycopg's ``AsyncConnection`` a statement
+is awaited on the driver directly (:func:`_awaited`), past SQLAlchemy's adapter.
+:class:`Checkout` is a pooled connection checked out without a ``Connection`` (the
+asyncio face's one-key operations).
 """
 
 from __future__ import annotations
@@ -12,11 +15,19 @@ import contextlib
 from collections.abc import Mapping
 from typing import Any, Callable, TypeVar
 
-from sqlalchemy import Connection
+from sqlalchemy import Connection, Engine
 from sqlalchemy import exc as sa_exc
 
 from ._connect import ISOLATION_INFO, ReadCommitted, read_committed_wrapper
-from ._sqla import dbapi_error, driver_connection, invalidate_pool, on_driver_thread
+from ._sqla import (
+    awaited,
+    awaits_psycopg,
+    checkout,
+    dbapi_error,
+    driver_connection,
+    invalidate_pool,
+    on_driver_thread,
+)
 from ._statements import Prepared, Statements
 
 T = TypeVar("T")
@@ -36,7 +47,38 @@ class _Result:
         return self.rows[0][0] if self.rows else None
 
 
-def execute(conn: Connection, stmt: Prepared, values: Mapping[str, Any]) -> _Result:
+class Checkout:
+    """A connection of ``engine``'s pool checked out directly (:func:`_sqla.checkout`),
+    standing in for a ``Connection`` where only :func:`execute` and :func:`in_place`
+    use it (the operations of ``_ops.IN_PLACE``): what they use of a ``Connection``
+    (``connection``, ``dialect``, ``engine``, ``invalidate``, ``invalidated``), without
+    its construction, events and close per call. For engines in autocommit mode by
+    their dialect (those joblocks makes): a ``Connection`` of an engine whose
+    ``execution_options`` set the isolation sets it at each check-out, this does not.
+    ``close()`` returns the connection to the pool (unless invalidated: then it was).
+    """
+
+    __slots__ = ("connection", "dialect", "engine", "invalidated")
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self.dialect = engine.dialect
+        self.connection: Any = checkout(engine)
+        self.invalidated = False
+
+    def invalidate(self, exception: BaseException | None = None) -> None:
+        """Never use the driver connection again (the pool replaces it); checks it in."""
+        if not self.invalidated:
+            self.invalidated = True
+            self.connection.invalidate(exception)
+
+    def close(self) -> None:
+        """Return the connection to the pool (a no-op once invalidated)."""
+        if not self.invalidated:
+            self.connection.close()
+
+
+def execute(conn: Connection | Checkout, stmt: Prepared, values: Mapping[str, Any]) -> _Result:
     """Send one prepared statement on the connection's driver connection.
 
     The thinnest path SQLAlchemy allows: no compilation, no result wrapping, no
@@ -52,8 +94,11 @@ def execute(conn: Connection, stmt: Prepared, values: Mapping[str, Any]) -> _Res
     dbapi_connection = fairy.dbapi_connection if in_place_ is None else in_place_[0]
     assert dbapi_connection is not None  # noqa: S101 - checked out by the caller
     params = stmt.params(values)
-    cursor = dbapi_connection.cursor()
+    cursor: Any = None
     try:
+        if info.get(_AWAITED):
+            return awaited(_awaited(dbapi_connection.driver_connection, stmt.sql, params))
+        cursor = dbapi_connection.cursor()
         wrapper = info.get(ISOLATION_INFO, False)
         if wrapper is False:
             wrapper = info[ISOLATION_INFO] = read_committed_wrapper(conn.dialect, cursor)
@@ -61,6 +106,10 @@ def execute(conn: Connection, stmt: Prepared, values: Mapping[str, Any]) -> _Res
             return _in_read_committed(cursor, wrapper, stmt.sql, params)
         if in_place_ is not None:
             return _sent_in_place(cursor, in_place_[1], stmt.sql, params)
+        if _AWAITED not in info:
+            # Known now: no read committed wrapper on this connection; from the next
+            # statement on, psycopg's AsyncConnection is awaited directly.
+            info[_AWAITED] = awaits_psycopg(conn.dialect)
         cursor.execute(stmt.sql, params)
         rows = cursor.fetchall() if cursor.description else []
         return _Result(list(rows), cursor.rowcount, getattr(cursor, "lastrowid", None))
@@ -88,8 +137,23 @@ def execute(conn: Connection, stmt: Prepared, values: Mapping[str, Any]) -> _Res
         conn.invalidate()
         raise
     finally:
-        with contextlib.suppress(Exception):
-            cursor.close()
+        if cursor is not None:
+            with contextlib.suppress(Exception):
+                cursor.close()
+
+
+async def _awaited(driver: Any, sql: str, params: Any) -> _Result:
+    """One statement on psycopg's ``AsyncConnection`` ``driver`` itself, awaited from the
+    greenlet in one switch to the loop (SQLAlchemy's adapter makes a cursor of its own
+    around psycopg's, and copies the rows)."""
+    cursor = driver.cursor()
+    try:
+        await cursor.execute(sql, params)
+        result = cursor.pgresult  # not ``description``: it builds a column object each
+        tuples = result is not None and result.status == _PGRES_TUPLES_OK
+        return _Result(await cursor.fetchall() if tuples else [], cursor.rowcount, None)
+    finally:
+        await cursor.close()
 
 
 def _sent(cursor: Any, sql: str, params: Any) -> _Result:
@@ -129,12 +193,14 @@ def _busy(exc: BaseException) -> bool:
 
 
 _SQLITE_BUSY = 5
+#: libpq's ``PGRES_TUPLES_OK`` (``psycopg.pq.ExecStatus.TUPLES_OK``): rows came back.
+_PGRES_TUPLES_OK = 2
 #: The busy timeout (ms) of an aiosqlite connection, kept in its pool record's info
 #: (-1: the connection cannot be used from the event loop's thread).
 _BUSY_INFO = "joblocks_busy_timeout_ms"
 
 
-def in_place(conn: Connection, st: Statements, fn: Callable[..., T], args: Any) -> T:
+def in_place(conn: Connection | Checkout, st: Statements, fn: Callable[..., T], args: Any) -> T:
     """``fn(conn, st, *args)`` (one of :data:`IN_PLACE`) on the asyncio face over
     aiosqlite, from a ``greenlet_spawn``: each statement is sent on the ``sqlite3``
     connection behind aiosqlite right here, on the event loop's thread, without
@@ -215,3 +281,8 @@ def _in_read_committed(cursor: Any, wrapper: ReadCommitted, sql: str, params: An
 #: Kept with the connection (checked out by that operation alone), not with the
 #: thread: while one operation waits, others run on the same event loop's thread.
 _IN_PLACE = "joblocks_in_place"
+#: Key in a pool record's ``info`` (for the life of its driver connection): whether its
+#: statements are awaited on psycopg's ``AsyncConnection`` directly (:func:`_awaited`).
+#: Set by the connection's first statement, once its read committed wrapper is known
+#: (a connection that needs one keeps SQLAlchemy's adapter).
+_AWAITED = "joblocks_awaited"

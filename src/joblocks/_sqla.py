@@ -24,6 +24,9 @@ checks that the installed SQLAlchemy has each of them and is in the range
   names the drivers that have them.
 - :data:`BinaryType`: ``sqlalchemy.sql.sqltypes._Binary``, the base class of reflected
   binary column types.
+- :func:`checkout`: ``Connection._handle_dbapi_exception_noconnection``, how
+  ``Engine.connect()`` wraps a driver error of the pool's check-out (a ``DBAPIError``;
+  on a disconnect the pool's connections are invalidated).
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ from __future__ import annotations
 from collections.abc import Awaitable
 from typing import Any, Callable, TypeVar
 
-from sqlalchemy import Connection, Dialect
+from sqlalchemy import Connection, Dialect, Engine
 from sqlalchemy.sql.sqltypes import _Binary
 from sqlalchemy.util import await_only
 from sqlalchemy.util import greenlet_spawn as _greenlet_spawn
@@ -46,12 +49,38 @@ SUPPORTED_BELOW = (3,)
 BinaryType: type[Any] = _Binary
 
 
-def invalidate_pool(conn: Connection, exc: BaseException) -> None:
+def invalidate_pool(conn: Any, exc: BaseException) -> None:
     """Mark every connection ``conn``'s pool made so far as stale, as SQLAlchemy does
     when a statement fails with a disconnect error (``conn`` itself stays checked out;
-    invalidate it too)."""
+    invalidate it too). ``conn``: a ``Connection`` or an ``_execute.Checkout``."""
     pool: Any = conn.engine.pool
     pool._invalidate(conn.connection, exc, _checkin=False)
+
+
+def checkout(engine: Engine) -> Any:
+    """A connection of ``engine``'s pool checked out directly (``Pool.connect()``: the
+    pool's connection proxy, returned with its ``close()``), without a ``Connection``
+    around it. A driver error while connecting comes out as ``Engine.connect()`` raises
+    it: a ``DBAPIError``, every pooled connection invalidated on a disconnect."""
+    try:
+        return engine.pool.connect()
+    except dbapi_error(engine.dialect) as exc:
+        Connection._handle_dbapi_exception_noconnection(exc, engine.dialect, engine)
+        raise  # not reached: the call above raises
+
+
+def awaits_psycopg(dialect: Dialect) -> bool:
+    """Whether the dialect's driver is psycopg's ``AsyncConnection`` (behind SQLAlchemy's
+    adapter, whose ``driver_connection`` it is), whose calls :func:`awaited` can await
+    directly."""
+    return bool(dialect.is_async and dialect.driver == "psycopg")
+
+
+def awaited(awaitable: Awaitable[T]) -> T:
+    """From a greenlet of :data:`greenlet_spawn`: ``awaitable`` awaited on the event loop
+    (``sqlalchemy.util.await_only``: one switch to the loop and back)."""
+    result: T = await_only(awaitable)
+    return result
 
 
 def dbapi_error(dialect: Dialect) -> Any:
