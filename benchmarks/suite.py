@@ -187,6 +187,71 @@ UNCONTENDED = (
 )
 
 
+#: Pairs per slice of :func:`interleaved_notoken` (a few milliseconds each).
+SLICE_PAIRS = 50
+
+
+def interleaved_notoken(url: str, seconds: float, warmup: float, rounds: int) -> Stats:
+    """Issue 14's sync bar on SQLite, both sides under the same load: joblocks sync and
+    raw ``sqlite3`` without a token, one key, in one process, alternating slices of
+    :data:`SLICE_PAIRS` pairs (which side goes first alternates too) for ``seconds`` in
+    all, cut into ``rounds``. Each side runs as many pairs as the other, so the ratio of
+    pairs/s is raw wall time ÷ joblocks wall time; CPU time (``thread_time``) is kept
+    alongside. Two whole windows one after the other (the ``jl_one``/``raw_notoken_one``
+    rows) see whatever load the machine had in each: their ratio swings by ±30 %."""
+    model = joblocks.JobLockModel(url, table_name=C.fresh_table())
+    holder = C.holder_name("slices")
+    try:
+        with C.raw_client("sqlite", url, token=False) as raw:
+
+            def jl() -> None:
+                if not model.acquire(KEY, TTL_MS, holder):
+                    raise Unexpected("uncontended acquire refused")
+                if not model.release(KEY, holder):
+                    raise Unexpected("release found no row")
+
+            def rw() -> None:
+                if raw.acquire(KEY, holder) is None:
+                    raise Unexpected("raw acquire refused")
+                if not raw.release(KEY, holder):
+                    raise Unexpected("raw release found no row")
+
+            warm_end = time.perf_counter() + warmup
+            while time.perf_counter() < warm_end:
+                jl()
+                rw()
+            out: list[dict[str, float]] = []
+            flip = False
+            for _ in range(rounds):
+                wall, cpu, n = [0, 0], [0, 0], 0
+                end = time.perf_counter() + seconds / rounds
+                while time.perf_counter() < end:
+                    for side in (1, 0) if flip else (0, 1):
+                        fn = jl if side == 0 else rw
+                        t0, c0 = time.perf_counter_ns(), time.thread_time_ns()
+                        for _ in range(SLICE_PAIRS):
+                            fn()
+                        wall[side] += time.perf_counter_ns() - t0
+                        cpu[side] += time.thread_time_ns() - c0
+                    flip = not flip
+                    n += SLICE_PAIRS
+                out.append(
+                    {
+                        "pairs": n,
+                        "jl_per_s": n / (wall[0] / 1e9),
+                        "raw_per_s": n / (wall[1] / 1e9),
+                        "wall_ratio": wall[1] / wall[0],
+                        "cpu_ratio": cpu[1] / cpu[0],
+                        "jl_cpu_us": cpu[0] / n / 1000,
+                        "raw_cpu_us": cpu[1] / n / 1000,
+                    }
+                )
+    finally:
+        model.dispose()
+    med = {k: statistics.median(r[k] for r in out) for k in out[0] if k != "pairs"}
+    return {**med, "rounds": out}
+
+
 #: Baselines a database has no variant of (MariaDB's raw upsert reports the token itself).
 NOT_ON = {"raw_notoken_one": ("mariadb",)}
 
@@ -206,7 +271,33 @@ def section_uncontended(ctx: Ctx) -> dict[str, Any]:
                 )
         out[db] = {name: C.combine(r) for name, r in rounds.items()}
         print(render_uncontended(db, out[db]), flush=True)
+        if db == "sqlite":
+            sliced = C.attempt(
+                "sqlite interleaved slices",
+                interleaved_notoken,
+                url,
+                ctx.seconds * len(UNCONTENDED) / 2,
+                ctx.warmup,
+                max(ctx.repeat, 3),
+            )
+            out[db]["interleaved_notoken"] = sliced
+            print(render_interleaved(sliced), flush=True)
     return out
+
+
+def render_interleaved(s: Stats) -> str:
+    """The line of :func:`interleaved_notoken` under the uncontended table."""
+    if "error" in s:
+        return "  interleaved slices: ERROR"
+    walls = [r["wall_ratio"] for r in s["rounds"]]
+    cpus = [r["cpu_ratio"] for r in s["rounds"]]
+    return (
+        f"  joblocks sync ÷ raw sqlite3 without a token, one key, in alternating slices of "
+        f"{SLICE_PAIRS} pairs: {s['wall_ratio']:.2f} wall (rounds {min(walls):.2f}–"
+        f"{max(walls):.2f}; {s['jl_per_s']:,.0f} vs {s['raw_per_s']:,.0f} pairs/s), "
+        f"{s['cpu_ratio']:.2f} CPU (rounds {min(cpus):.2f}–{max(cpus):.2f}; "
+        f"{s['jl_cpu_us']:.1f} vs {s['raw_cpu_us']:.1f} µs per pair)"
+    )
 
 
 def _ratio(a: Stats, b: Stats, field: str = "per_s") -> float | None:
@@ -1273,6 +1364,22 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
                 f"{C.num(res[name], 'per_s')} vs {C.num(res[base], 'per_s')} pairs/s; "
                 f"rounds {_round_ratios(res[name], res[base])}",
             )
+    for db, res in results.get("uncontended", {}).items():
+        sliced = res.get("interleaved_notoken")
+        if not sliced or "error" in sliced:
+            continue
+        walls = [r["wall_ratio"] for r in sliced["rounds"]]
+        add(
+            "(issue 14) uncontended pairs/s, sync ÷ raw sqlite3 without a token, one key, "
+            "alternating slices",
+            db,
+            sliced["wall_ratio"],
+            "≥ 0.8",
+            sliced["wall_ratio"] >= 0.8,
+            f"{sliced['jl_per_s']:,.0f} vs {sliced['raw_per_s']:,.0f} pairs/s; rounds "
+            f"{min(walls):.2f}–{max(walls):.2f}; CPU {sliced['cpu_ratio']:.2f} "
+            f"({sliced['jl_cpu_us']:.1f} vs {sliced['raw_cpu_us']:.1f} µs)",
+        )
     cli = results.get("cli", {})
     sqla = cli.get("python -c 'import sqlalchemy'", {}).get("median_ms")
     for label, entry in cli.items():
