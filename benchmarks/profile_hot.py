@@ -12,7 +12,10 @@ the loop for ``--seconds``. Attach a sampling profiler to that PID, e.g.::
     python benchmarks/profile_hot.py --summarise /tmp/pg.txt
 
 ``--cprofile`` profiles the loop in-process instead and prints the functions with the
-most own time. ``--summarise FILE`` reads py-spy's raw (collapsed) output and prints the
+most own time. ``--layers`` (sync face, SQLite) prints the CPU time per acquire+release
+pair layer by layer instead: the raw ``sqlite3`` baselines, joblocks' statements on the
+bare cursor, then each joblocks layer added on top (interleaved rounds, medians).
+``--summarise FILE`` reads py-spy's raw (collapsed) output and prints the
 functions with the most own ("self") and inclusive time, and the share by layer
 (joblocks, SQLAlchemy, driver, asyncio, other).
 
@@ -90,6 +93,103 @@ def summarise(path: Path, top: int = 15) -> None:
                 break
 
 
+def sqlite_layers(rounds: int, pairs: int) -> None:
+    """CPU µs per sync acquire+release pair on SQLite, one layer added at a time.
+
+    Every layer runs ``pairs`` pairs per round, all layers one after the other in every
+    round (so that a load that changes weighs on all alike); the median and the
+    minimum over the rounds are printed. CPU time of this thread (``thread_time``), not
+    wall time: waiting for the scheduler on a shared machine is not counted.
+    """
+    import statistics
+
+    import joblocks
+    from joblocks import _execute, _lifecycle, _ops
+
+    with tempfile.TemporaryDirectory(prefix="joblocks-layers-") as folder:
+        url = f"sqlite:///{Path(folder) / 'layers.db'}"
+        notoken = C.RawClient("sqlite", url, C.make_table(url), token=False)
+        token = C.RawClient("sqlite", url, C.make_table(url))
+        model = joblocks.JobLockModel(url, table_name=C.fresh_table())
+        model.acquire(C.KEY, C.TTL_MS, "warm")
+        model.release(C.KEY, "warm")
+        st = model.statements
+        conn = model.engine.connect()
+        dbapi = conn.connection.dbapi_connection
+        assert dbapi is not None
+        acq, rel = st.acquire[0].stmt, st.release
+        key, who, ttl = C.KEY, C.holder_name("l"), C.TTL_MS
+
+        def raw_notoken() -> None:
+            notoken.acquire(key, who)
+            notoken.release(key, who)
+
+        def raw_token() -> None:
+            token.acquire(key, who)
+            token.release(key, who)
+
+        def cursor() -> None:
+            cur = dbapi.cursor()
+            cur.execute(acq.sql, (key, who, ttl))
+            cur.fetchall()
+            cur.close()
+            cur = dbapi.cursor()
+            cur.execute(rel.sql, (key, who))
+            cur.close()
+
+        def execute() -> None:
+            _execute.execute(conn, acq, {"key": key, "holder": who, "ttl": ttl})
+            _execute.execute(conn, rel, {"key": key, "holder": who})
+
+        def ops() -> None:
+            _ops.acquire(conn, st, key, who, ttl)
+            _ops.release(conn, st, key, who)
+
+        def attempt() -> None:
+            model._attempt(_ops.acquire, (key, who, ttl))
+            model._attempt(_ops.release, (key, who))
+
+        def drive() -> None:
+            model._drive(_lifecycle.acquire_token(model, key, ttl, who))
+            model._drive(_lifecycle.release(model, key, who))
+
+        def face() -> None:
+            model.acquire(key, ttl, who)
+            model.release(key, who)
+
+        layers = (
+            ("raw sqlite3, no token (the bar's baseline)", raw_notoken),
+            ("raw sqlite3, with token", raw_token),
+            ("joblocks' statements, bare sqlite3 cursor", cursor),
+            ("+ _execute.execute", execute),
+            ("+ _ops (parameters, outcome)", ops),
+            ("+ the connection cache (_attempt)", attempt),
+            ("+ life cycle, validation, call (_drive)", drive),
+            ("JobLockModel.acquire + release", face),
+        )
+        cpu: dict[str, list[float]] = {name: [] for name, _ in layers}
+        for _, fn in layers:
+            for _ in range(300):
+                fn()
+        for _ in range(rounds):
+            for name, fn in layers:
+                t0 = time.thread_time_ns()
+                for _ in range(pairs):
+                    fn()
+                cpu[name].append((time.thread_time_ns() - t0) / pairs / 1000)
+        conn.close()
+        model.dispose()
+        notoken.close()
+        token.close()
+    base = statistics.median(cpu[layers[0][0]])
+    print(f"CPU µs per pair, {rounds} interleaved rounds of {pairs} pairs ({C.load()})")
+    rows = []
+    for name, values in cpu.items():
+        med = statistics.median(values)
+        rows.append([name, f"{med:.1f}", f"{min(values):.1f}", f"{base / med:.2f}"])
+    print(C.table(["layer", "median µs", "min µs", "baseline ÷ this"], rows))
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--db", choices=C.DATABASES, default="postgresql")
@@ -98,9 +198,15 @@ def main() -> int:
     ap.add_argument("--seconds", type=float, default=10.0)
     ap.add_argument("--cprofile", action="store_true")
     ap.add_argument("--summarise", type=Path)
+    ap.add_argument("--layers", action="store_true", help="sync SQLite: CPU per layer")
+    ap.add_argument("--rounds", type=int, default=15, help="--layers: interleaved rounds")
+    ap.add_argument("--pairs", type=int, default=2000, help="--layers: pairs per round")
     args = ap.parse_args()
     if args.summarise:
         summarise(args.summarise)
+        return 0
+    if args.layers:
+        sqlite_layers(args.rounds, args.pairs)
         return 0
     import joblocks
     import joblocks.aio

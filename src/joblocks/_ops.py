@@ -54,7 +54,7 @@ def _run_step(
             return None
         raise
     if step.outcome == "returning":
-        return tuple(int(v) for v in result.rows[0]) if result.rows else None
+        return tuple(map(int, result.rows[0])) if result.rows else None
     if result.rowcount < 1:
         return None
     value = int(result.lastrowid or 0)

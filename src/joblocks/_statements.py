@@ -20,9 +20,10 @@ Acquire paths (``acquire_path=``):
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, Literal, Union
+from dataclasses import dataclass, field
+from typing import Any, Callable, Literal, Union
 
 from sqlalchemy import Dialect, Table, text
 
@@ -47,11 +48,31 @@ class Prepared:
 
     sql: str
     order: tuple[str, ...] | None  # positional drivers: parameter names in order
+    # ``order`` as one C-level call (``operator.itemgetter``), made once: this runs for
+    # every statement sent.
+    _pick: Callable[[Mapping[str, Any]], tuple[Any, ...]] | None = field(
+        default=None, init=False, repr=False, compare=False
+    )
+
+    def __post_init__(self) -> None:
+        if self.order is not None:
+            object.__setattr__(self, "_pick", _picker(self.order))
 
     def params(self, values: Mapping[str, Any]) -> Params:
-        if self.order is None:
+        pick = self._pick
+        if pick is None:
             return dict(values)
-        return tuple(values[name] for name in self.order)
+        return pick(values)
+
+
+def _picker(order: tuple[str, ...]) -> Callable[[Mapping[str, Any]], tuple[Any, ...]]:
+    """The positional parameters of ``order`` from a mapping, as a tuple."""
+    if len(order) > 1:
+        return operator.itemgetter(*order)
+    if order:
+        name = order[0]
+        return lambda values: (values[name],)
+    return lambda values: ()
 
 
 @dataclass(frozen=True)

@@ -108,7 +108,9 @@ FIRST_USE = FirstUse()
 def call(model: ModelCore, operation: str, fn: Callable[..., T], *args: Any) -> Steps[T]:
     """``fn`` on a connection, retried after deadlocks and serialization failures;
     a database failure comes out as ``LockBackendError`` naming ``operation``."""
-    with translate(operation, model.database):
+    # ``translate`` as a ``with`` block would be, entered only on an error: this runs
+    # for every call.
+    try:
         if not model.table_ready:
             yield FIRST_USE
         attempt = 1
@@ -125,3 +127,6 @@ def call(model: ModelCore, operation: str, fn: Callable[..., T], *args: Any) -> 
                 log.debug("joblocks: %s retried after a transient error: %s", operation, exc)
                 yield Sleep(transient_pause(attempt))
                 attempt += 1
+    except Exception as exc:
+        translate(operation, model.database).__exit__(type(exc), exc, exc.__traceback__)
+        raise

@@ -227,3 +227,59 @@ def test_configure_rejects_bad_arguments() -> None:
         joblocks.configure("sqlite:///x.db", table_name="bad name")
     with pytest.raises(ValueError, match="instances"):
         joblocks.configure("sqlite:///x.db", instances={"": "sqlite:///y.db"})
+
+
+class _Text(str):
+    """A str subclass: skips the validators' one-test fast path (``type(v) is str``)."""
+
+
+class _Int(int):
+    """An int subclass: skips ``duration_ms``'s one-test fast path (``type(v) is int``)."""
+
+
+def _outcome(check: Any, value: Any, *args: Any, **kwargs: Any) -> Any:
+    try:
+        return check(value, *args, **kwargs)
+    except (TypeError, ValueError) as exc:
+        return type(exc), str(exc)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "job",
+        "x" * 255,
+        "x" * 256,
+        "x" * 512,
+        "x" * 513,
+        " a ",
+        "",
+        " ",
+        "\x1c",
+        "\t\n\x0b",
+        "a\x00",
+        "é",
+        "é" * 256,
+        "é" * 257,
+        "\ud800",
+        "a\u3000",
+        "\u3000",
+    ],
+)
+def test_text_fast_path_decides_as_the_full_checks(text: str) -> None:
+    from joblocks import _validate
+
+    for check in (_validate.lock_key, _validate.holder):
+        assert _outcome(check, text) == _outcome(check, _Text(text))
+
+
+_MAX_MS = 366 * 24 * 3600 * 1000
+
+
+@pytest.mark.parametrize("ms", [1, 0, -1, 30_000, _MAX_MS, _MAX_MS + 1, 10**400])
+@pytest.mark.parametrize("allow_zero", [False, True])
+def test_duration_fast_path_decides_as_the_full_checks(ms: int, allow_zero: bool) -> None:
+    from joblocks import _validate
+
+    fast = _outcome(_validate.duration_ms, ms, "ttl", allow_zero=allow_zero)
+    assert fast == _outcome(_validate.duration_ms, _Int(ms), "ttl", allow_zero=allow_zero)
