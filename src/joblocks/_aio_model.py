@@ -117,26 +117,22 @@ class JobLockModel(ModelCore):
 
     def _set_up(self) -> None:
         self._one_hand_off = hands_off_per_statement(self.engine.sync_engine.dialect)
-        # An engine joblocks made is in autocommit mode by its dialect: its one-key
-        # operations need no ``Connection`` around the pooled connection.
-        self._pool_direct = self.owns_engine
 
     def _in_greenlet(self, fn: Callable[..., T], *args: Any) -> T:
         # Check-out, statements and check-in in one greenlet: ``async with
         # engine.connect()`` + ``run_sync`` takes three.
-        if self._pool_direct and fn in _ops.IN_PLACE:
-            checked_out = Checkout(self.engine.sync_engine)
-            try:
-                if self._one_hand_off:
-                    return _ops.in_place(checked_out, self.statements, fn, args)
-                return fn(checked_out, self.statements, *args)
-            finally:
-                checked_out.close()
-        with self.engine.sync_engine.connect() as conn:
-            if self._one_hand_off and fn in _ops.IN_PLACE:
+        one_key = fn in _ops.IN_PLACE
+        engine = self.engine.sync_engine
+        # An engine joblocks made is in autocommit mode by its dialect: its one-key
+        # operations need no ``Connection`` around the pooled connection.
+        conn = Checkout(engine) if one_key and self.owns_engine else engine.connect()
+        try:
+            if one_key and self._one_hand_off:
                 # aiosqlite: no hand-off to its thread unless another writer is in the way.
                 return _ops.in_place(conn, self.statements, fn, args)
             return fn(conn, self.statements, *args)
+        finally:
+            conn.close()
 
     @property
     def _io_timeout(self) -> float | None:

@@ -351,13 +351,20 @@ class translate:
     def __exit__(
         self, typ: type[BaseException] | None, exc: BaseException | None, tb: object
     ) -> Literal[False]:
-        if exc is None or isinstance(exc, LockError) or not isinstance(exc, Exception):
-            return False
-        if isinstance(exc, (sa_exc.SQLAlchemyError, OSError, ImportError)):
-            raise backend_error(self.operation, self.database, exc) from exc
-        # Drivers raise their own exception classes outside SQLAlchemy's wrapping in a
-        # few places (e.g. during connect through an async adapter). They are still
-        # database failures, not "taken".
-        if type(exc).__module__.split(".")[0] in _DRIVER_MODULES:
-            raise backend_error(self.operation, self.database, exc) from exc
+        if exc is not None:
+            raise_translated(self.operation, self.database, exc)
         return False
+
+
+def raise_translated(operation: str, database: str, exc: BaseException) -> None:
+    """Raise ``exc``'s :class:`LockBackendError` if it is a database/driver failure
+    (what :class:`translate` does at the end of its block); return otherwise."""
+    if isinstance(exc, LockError) or not isinstance(exc, Exception):
+        return
+    if isinstance(exc, (sa_exc.SQLAlchemyError, OSError, ImportError)):
+        raise backend_error(operation, database, exc) from exc
+    # Drivers raise their own exception classes outside SQLAlchemy's wrapping in a
+    # few places (e.g. during connect through an async adapter). They are still
+    # database failures, not "taken".
+    if type(exc).__module__.split(".")[0] in _DRIVER_MODULES:
+        raise backend_error(operation, database, exc) from exc

@@ -17,7 +17,7 @@ from sqlalchemy import exc as sa_exc
 
 from . import _ops
 from ._base import TRANSIENT_ATTEMPTS, log, transient_pause
-from ._errors import translate
+from ._errors import raise_translated
 
 if TYPE_CHECKING:
     from ._base import ModelCore
@@ -108,8 +108,8 @@ FIRST_USE = FirstUse()
 def call(model: ModelCore, operation: str, fn: Callable[..., T], *args: Any) -> Steps[T]:
     """``fn`` on a connection, retried after deadlocks and serialization failures;
     a database failure comes out as ``LockBackendError`` naming ``operation``."""
-    # ``translate`` as a ``with`` block would be, entered only on an error: this runs
-    # for every call.
+    # As a ``translate`` block would, but set up only on an error: this runs for
+    # every call.
     try:
         if not model.table_ready:
             yield FIRST_USE
@@ -128,5 +128,5 @@ def call(model: ModelCore, operation: str, fn: Callable[..., T], *args: Any) -> 
                 yield Sleep(transient_pause(attempt))
                 attempt += 1
     except Exception as exc:
-        translate(operation, model.database).__exit__(type(exc), exc, exc.__traceback__)
+        raise_translated(operation, model.database, exc)
         raise
