@@ -12,12 +12,15 @@ import asyncio
 import builtins
 import contextlib
 import time
+import weakref
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
 from typing_extensions import Unpack
 
 from . import _ledger, _lifecycle, _ops, _steps, _validate
+from ._aio_sqlite import RERUN_SAFE, WAIT, LoopSQLite
+from ._aio_sqlite import usable as loop_usable
 from ._base import ModelCore
 from ._errors import (
     translate,
@@ -66,6 +69,15 @@ class JobLockModel(ModelCore):
             result = error = None
             try:
                 if isinstance(step, Attempt):
+                    fn = step.fn
+                    if self._loop_sqlite is not None and fn in RERUN_SAFE:
+                        # SQLite: on the loop's thread, off it only to wait for a writer.
+                        result = self._loop_sqlite.run(fn, self.statements, step.args)
+                        if result is WAIT:
+                            result = await self._loop_sqlite.run_waiting(
+                                fn, self.statements, step.args
+                            )
+                        continue
                     work = greenlet_spawn(self._in_greenlet, step.fn, *step.args)
                     timeout = self._io_timeout
                     result = await (asyncio.wait_for(work, timeout) if timeout else work)
@@ -117,6 +129,11 @@ class JobLockModel(ModelCore):
 
     def _set_up(self) -> None:
         self._one_hand_off = hands_off_per_statement(self.engine.sync_engine.dialect)
+        self._loop_sqlite: LoopSQLite | None = None
+        url = self._url
+        if url is not None and self.statements.profile.single_file and loop_usable(url):
+            self._loop_sqlite = LoopSQLite(url, self.timeout_ms)
+            weakref.finalize(self, self._loop_sqlite.close)
 
     def _in_greenlet(self, fn: Callable[..., T], *args: Any) -> T:
         # Check-out, statements and check-in in one greenlet: ``async with
@@ -157,6 +174,8 @@ class JobLockModel(ModelCore):
 
     async def dispose(self) -> None:
         """Close this model's connections (and its engine, if joblocks made it)."""
+        if self._loop_sqlite is not None:
+            self._loop_sqlite.close()
         if self.owns_engine:
             await self.engine.dispose()
 
