@@ -70,13 +70,14 @@ class JobLockModel(ModelCore):
             try:
                 if isinstance(step, Attempt):
                     fn = step.fn
-                    if self._loop_sqlite is not None and fn in RERUN_SAFE:
-                        # SQLite: on the loop's thread, off it only to wait for a writer.
-                        result = self._loop_sqlite.run(fn, self.statements, step.args)
+                    loop_sqlite = self._loop_sqlite
+                    if loop_sqlite is not None:
+                        # A SQLite file: the one-key operations on the loop's thread, off
+                        # it only to wait for a writer; the others on a worker thread.
+                        st = self.statements
+                        result = loop_sqlite.run(fn, st, step.args) if fn in RERUN_SAFE else WAIT
                         if result is WAIT:
-                            result = await self._loop_sqlite.run_waiting(
-                                fn, self.statements, step.args
-                            )
+                            result = await loop_sqlite.run_waiting(fn, st, step.args)
                         continue
                     work = greenlet_spawn(self._in_greenlet, step.fn, *step.args)
                     timeout = self._io_timeout
@@ -123,9 +124,19 @@ class JobLockModel(ModelCore):
 
     async def _open(self) -> None:
         with translate(self._first_use_name, self.database):
-            async with self.engine.connect() as conn:
-                await conn.run_sync(self._first_use, self._create)
+            await self._run_first_use(self._create)
         self.table_ready = True
+
+    async def _run_first_use(self, create: bool) -> None:
+        loop_sqlite = self._loop_sqlite
+        if loop_sqlite is not None:
+            await loop_sqlite.run_waiting(self._first_use_on, self.statements, (create,))
+            return
+        async with self.engine.connect() as conn:
+            await conn.run_sync(self._first_use, create)
+
+    def _first_use_on(self, conn: Any, statements: Any, create: bool) -> None:
+        self._first_use(conn, create)
 
     def _set_up(self) -> None:
         self._one_hand_off = hands_off_per_statement(self.engine.sync_engine.dialect)
@@ -168,8 +179,7 @@ class JobLockModel(ModelCore):
         exists with another shape.
         """
         with translate("create table", self.database):
-            async with self.engine.connect() as conn:
-                await conn.run_sync(self._first_use, True)
+            await self._run_first_use(True)
             self.table_ready = True
 
     async def dispose(self) -> None:
