@@ -22,6 +22,11 @@ only when the ``UPDATE`` found nothing to take; ``release_lease`` deletes only w
 its hold ``UPDATE`` matched nothing; the others are one statement or reads), so an
 operation that met ``SQLITE_BUSY`` anywhere changed nothing at all.
 
+The model's other work (first use, ``list``, ``count``, ``prune``, ``insert``,
+``update``) runs on a worker thread the same way, with the busy timeout: such a model
+opens no aiosqlite connection for its lock work (``model.engine`` stays for the
+caller's own statements).
+
 ``sqlite3`` connections need no event loop to close: a model dropped without ``await
 model.dispose()``, or used from several loops one after the other, leaves nothing
 behind (``weakref.finalize`` closes them).
@@ -95,7 +100,7 @@ class LoopSQLite:
         try:
             result = fn(conn, st, *args)
         except sa_exc.OperationalError as exc:
-            if busy(exc.orig) and not conn.invalidated:
+            if exc.orig is not None and busy(exc.orig) and not conn.invalidated:
                 cache.put(conn)
                 return WAIT  # type: ignore[no-any-return]
             cache.put_after_error(conn)

@@ -239,14 +239,14 @@ def test_a_model_used_from_two_loops_and_dropped_leaves_nothing_open(
     model = joblocks.aio.JobLockModel(f"sqlite:///{path}", table_name=table_name)
     assert model._loop_sqlite is not None
 
-    async def take(holder: str) -> bool:
+    async def take(model: joblocks.aio.JobLockModel, holder: str) -> bool:
         got = await model.acquire("k", TTL, holder)
         return got and await model.release("k", holder)
 
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        assert asyncio.run(take("first loop")) is True
-        assert asyncio.run(take("second loop")) is True
+        assert asyncio.run(take(model, "first loop")) is True
+        assert asyncio.run(take(model, "second loop")) is True
         assert _open_handles(path) >= 1  # the idle connection, kept between calls
         del model
         gc.collect()
@@ -318,10 +318,12 @@ def test_a_cancelled_wait_off_the_loop_finishes_and_keeps_the_model_usable(
                     await asyncio.wait_for(model.acquire("k", 200, "cancelled"), 0.1)
             finally:
                 await asyncio.get_running_loop().run_in_executor(None, writer.join, 10)
-            deadline = time.monotonic() + 10
-            while (await model.peek("k")) is None and time.monotonic() < deadline:
-                await asyncio.sleep(0.05)  # the worker thread finishes the acquire
-            granted = (await model.peek("k")) is not None
+            granted = False
+            for _ in range(200):  # the worker thread finishes the acquire (10 s at most)
+                granted = (await model.peek("k")) is not None
+                if granted:
+                    break
+                await asyncio.sleep(0.05)
             await asyncio.sleep(0.3)  # its ttl (200 ms) runs out
             return granted, await model.acquire("k", TTL, "next")
         finally:
