@@ -455,6 +455,15 @@ def count_aio_refused(db: str, url: str, server: Any, k: int) -> dict[str, Any]:
                     await_(dbapi._connection.set_trace_callback(tracer[0]))
 
                 event.listen(model.engine.sync_engine, "connect", install)
+                loop_sqlite = getattr(model, "_loop_sqlite", None)
+                if loop_sqlite is not None:
+                    # A model made from a URL sends its one-key operations through
+                    # sqlite3 itself (joblocks._aio_sqlite).
+                    event.listen(
+                        loop_sqlite.engine,
+                        "connect",
+                        lambda dbapi, _rec: dbapi.set_trace_callback(tracer[0]),
+                    )
             owner, other = C.holder_name("owner"), C.holder_name("other")
             try:
                 if not await model.acquire(KEY, TTL_MS, owner):
@@ -1450,9 +1459,10 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
         for face in ("jl", "aio"):
             c = res["statements"].get(face) or {}
             v = c.get("per_op")
-            # SQLite's asyncio face sets the connection's busy timeout to 0 and back
-            # around an operation it sends in place (two PRAGMAs, in-process: no
-            # table, no I/O); they are counted, and shown, apart.
+            # On an AsyncEngine passed in, SQLite's asyncio face sets the connection's
+            # busy timeout to 0 and back around an operation it sends in place (two
+            # PRAGMAs, in-process: no table, no I/O); they would be counted, and shown,
+            # apart. A model made from a URL (as here) sends none (``_aio_sqlite``).
             pragmas = (c.get("kinds") or {}).get("PRAGMA", 0.0)
             if v is not None:
                 v -= pragmas
