@@ -88,7 +88,22 @@ class AioFace:
 
     def close(self) -> None:
         pool = self.model.engine.sync_engine.pool
-        assert eventually(lambda: pool.checkedout() == 0), "a pooled connection leaked"
+
+        async def checked_out() -> int:
+            # On the loop's thread: an asyncio pool makes its queue on first use, which
+            # needs the running loop on Python 3.9 (a SQLite URL's model may never use it).
+            return int(pool.checkedout())
+
+        assert eventually(lambda: run_on(self.loop, checked_out()) == 0), (
+            "a pooled connection leaked"
+        )
+        loop_sqlite = getattr(self.model, "_loop_sqlite", None)
+        if loop_sqlite is not None:
+            # The sqlite3 connections of ``_aio_sqlite``: checked out only while in use
+            # or idle in its cache.
+            assert eventually(
+                lambda: loop_sqlite.engine.pool.checkedout() == len(loop_sqlite.cache)
+            ), "a sqlite3 connection leaked"
         run_on(self.loop, self.model.dispose())
 
 
