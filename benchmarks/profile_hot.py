@@ -105,6 +105,7 @@ def sqlite_layers(rounds: int, pairs: int) -> None:
 
     import joblocks
     from joblocks import _execute, _lifecycle, _ops
+    from joblocks._steps import Attempt
 
     with tempfile.TemporaryDirectory(prefix="joblocks-layers-") as folder:
         url = f"sqlite:///{Path(folder) / 'layers.db'}"
@@ -146,8 +147,8 @@ def sqlite_layers(rounds: int, pairs: int) -> None:
             _ops.release(conn, st, key, who)
 
         def attempt() -> None:
-            model._attempt(_ops.acquire, (key, who, ttl))
-            model._attempt(_ops.release, (key, who))
+            model._attempt(Attempt(_ops.acquire, (key, who, ttl)))
+            model._attempt(Attempt(_ops.release, (key, who)))
 
         def drive() -> None:
             model._drive(_lifecycle.acquire_token(model, key, ttl, who))
