@@ -15,6 +15,8 @@ the loop for ``--seconds``. Attach a sampling profiler to that PID, e.g.::
 most own time. ``--layers`` (sync face, SQLite) prints the CPU time per acquire+release
 pair layer by layer instead: the raw ``sqlite3`` baselines, joblocks' statements on the
 bare cursor, then each joblocks layer added on top (interleaved rounds, medians).
+``--fence`` prints what drawing the fencing token costs raw ``sqlite3`` per pair (no
+token, the counter read without its trigger, the counter table and its triggers).
 ``--summarise FILE`` reads py-spy's raw (collapsed) output and prints the
 functions with the most own ("self") and inclusive time, and the share by layer
 (joblocks, SQLAlchemy, driver, asyncio, other).
@@ -191,6 +193,60 @@ def sqlite_layers(rounds: int, pairs: int) -> None:
     print(C.table(["layer", "median µs", "min µs", "baseline ÷ this"], rows))
 
 
+def sqlite_fence(rounds: int, pairs: int) -> None:
+    """CPU µs per raw ``sqlite3`` acquire+release pair (joblocks' own statements, WAL,
+    ``synchronous=NORMAL``, one held connection each) by what drawing the token costs:
+    no token (0 written), the counter read but no trigger (tokens would not grow past a
+    deleted row), and the counter table with its triggers (what joblocks does).
+    Interleaved rounds, medians."""
+    import sqlite3
+    import statistics
+
+    import joblocks
+
+    with tempfile.TemporaryDirectory(prefix="joblocks-fence-") as folder:
+        variants: list[tuple[str, Any, str]] = []
+        release = ""
+        for name, draw, triggers in (
+            ("no token", False, True),
+            ("counter read, no trigger", True, False),
+            ("counter table + triggers (joblocks)", True, True),
+        ):
+            path = Path(folder) / f"{len(variants)}.db"
+            model = joblocks.JobLockModel(f"sqlite:///{path}", table_name="t")
+            model.create_table()
+            acquire = model.statements.acquire[0].stmt.sql
+            release = model.statements.release.sql
+            model.dispose()
+            conn = sqlite3.connect(path, isolation_level=None, timeout=5.0)
+            conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute("PRAGMA synchronous = NORMAL")
+            if not triggers:
+                conn.execute('DROP TRIGGER "t_fence_ins"')
+                conn.execute('DROP TRIGGER "t_fence_upd"')
+            if not draw:
+                acquire = acquire.replace('(SELECT value FROM "t_fence") + 1', "0")
+            variants.append((name, conn, acquire))
+        cpu: dict[str, list[float]] = {name: [] for name, _, _ in variants}
+        for r in range(rounds + 1):
+            for name, conn, acquire in variants if r % 2 else variants[::-1]:
+                t0 = time.thread_time_ns()
+                for _ in range(pairs if r else 300):
+                    conn.execute(acquire, ("k", "h", C.TTL_MS)).fetchall()
+                    conn.execute(release, ("k", "h"))
+                if r:  # round 0 warms up
+                    cpu[name].append((time.thread_time_ns() - t0) / pairs / 1000)
+        for _, conn, _ in variants:
+            conn.close()
+    base = statistics.median(cpu[variants[0][0]])
+    print(f"raw sqlite3, CPU µs per pair, {rounds} interleaved rounds of {pairs} ({C.load()})")
+    rows = []
+    for name, values in cpu.items():
+        med = statistics.median(values)
+        rows.append([name, f"{med:.1f}", f"{min(values):.1f}", f"{base / med:.2f}"])
+    print(C.table(["token", "median µs", "min µs", "no token ÷ this"], rows))
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--db", choices=C.DATABASES, default="postgresql")
@@ -200,11 +256,15 @@ def main() -> int:
     ap.add_argument("--cprofile", action="store_true")
     ap.add_argument("--summarise", type=Path)
     ap.add_argument("--layers", action="store_true", help="sync SQLite: CPU per layer")
+    ap.add_argument("--fence", action="store_true", help="raw SQLite: what the token costs")
     ap.add_argument("--rounds", type=int, default=15, help="--layers: interleaved rounds")
     ap.add_argument("--pairs", type=int, default=2000, help="--layers: pairs per round")
     args = ap.parse_args()
     if args.summarise:
         summarise(args.summarise)
+        return 0
+    if args.fence:
+        sqlite_fence(args.rounds, args.pairs)
         return 0
     if args.layers:
         sqlite_layers(args.rounds, args.pairs)
