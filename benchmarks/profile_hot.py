@@ -14,7 +14,8 @@ the loop for ``--seconds``. Attach a sampling profiler to that PID, e.g.::
 ``--cprofile`` profiles the loop in-process instead and prints the functions with the
 most own time. ``--layers`` (sync face, SQLite) prints the CPU time per acquire+release
 pair layer by layer instead: the raw ``sqlite3`` baselines, joblocks' statements on the
-bare cursor, then each joblocks layer added on top (interleaved rounds, medians).
+bare cursor, then each joblocks layer added on top (interleaved rounds, medians), and
+last the whole call with a stand-in for the driver's cursor (joblocks' Python alone).
 ``--fence`` prints what drawing the fencing token costs raw ``sqlite3`` per pair (no
 token, the counter read without its trigger, the counter table and its triggers).
 ``--summarise FILE`` reads py-spy's raw (collapsed) output and prints the
@@ -95,6 +96,27 @@ def summarise(path: Path, top: int = 15) -> None:
                 break
 
 
+class _StandIn:
+    """A driver connection and its cursor that do nothing: an acquire's row, a
+    release's one deleted row."""
+
+    description: Any = None
+    rowcount = 1
+    lastrowid = 0
+
+    def cursor(self) -> _StandIn:
+        return self
+
+    def execute(self, sql: str, params: Any) -> None:
+        self.description = ("fence",) if sql.startswith("INSERT") else None
+
+    def fetchall(self) -> list[tuple[int, int, int]]:
+        return [(1, 0, 60_000)]
+
+    def close(self) -> None:
+        pass
+
+
 def sqlite_layers(rounds: int, pairs: int) -> None:
     """CPU µs per sync acquire+release pair on SQLite, one layer added at a time.
 
@@ -160,6 +182,21 @@ def sqlite_layers(rounds: int, pairs: int) -> None:
             model.acquire(key, ttl, who)
             model.release(key, who)
 
+        # The same calls with the driver's cursor replaced by a stand-in that returns
+        # at once: joblocks' Python alone, without the database's work between calls.
+        idle = joblocks.JobLockModel(url, table_name=model.table_name)
+        idle.acquire(key, ttl, who)
+        idle.release(key, who)
+        assert idle._cache is not None
+        held = idle._cache.take()
+        held_info = held.connection.info
+        held_info[_execute._DIRECT] = _StandIn()
+        idle._cache.put(held)
+
+        def stand_in() -> None:
+            idle.acquire(key, ttl, who)
+            idle.release(key, who)
+
         layers = (
             ("raw sqlite3, no token (the bar's baseline)", raw_notoken),
             ("raw sqlite3, with token", raw_token),
@@ -169,6 +206,7 @@ def sqlite_layers(rounds: int, pairs: int) -> None:
             ("+ the connection cache (_attempt)", attempt),
             ("+ life cycle, validation, call (_drive)", drive),
             ("JobLockModel.acquire + release", face),
+            ("the same, stand-in cursor (no database)", stand_in),
         )
         cpu: dict[str, list[float]] = {name: [] for name, _ in layers}
         for _, fn in layers:
@@ -181,6 +219,8 @@ def sqlite_layers(rounds: int, pairs: int) -> None:
                     fn()
                 cpu[name].append((time.thread_time_ns() - t0) / pairs / 1000)
         conn.close()
+        held_info.pop(_execute._DIRECT)  # the driver connection decides again
+        idle.dispose()
         model.dispose()
         notoken.close()
         token.close()
