@@ -137,6 +137,67 @@ def _contend_sync(
         close()
 
 
+def _contend_alternating(
+    job: dict[str, Any], index: int, results: Any, go: Any, window: Any, retries: _RetryCounter
+) -> dict[str, Any]:
+    """joblocks sync (default path, ``job["table"]``) and the raw driver sending the same
+    statements (``job["raw_table"]``), alternating in slices of ``job["slice_s"]`` that
+    every worker switches at together (one clock): both see the same load.
+
+    An attempt counts for the variant whose slice it started in; a hold still running at
+    a slice's end finishes on its own table, so the two variants never share a row."""
+    holder = holder_name(f"s{index}")
+    sides = (
+        _sync_ops(dict(job, kind="joblocks"), holder),
+        _sync_ops(dict(job, kind="raw", table=job["raw_table"], variant="upsert"), holder),
+    )
+    tallies = (_Tally(), _Tally())
+    clock = time.monotonic_ns
+    slice_ns = int(job["slice_s"] * 1e9)
+    try:
+        results.put(("ready", index, None))
+        go.wait()
+        start_ns, end_ns = int(window[0] * 1e9), int(window[1] * 1e9)
+        while True:
+            now = clock()
+            if now >= end_ns:
+                break
+            counting = now >= start_ns
+            if counting:
+                retries.counting = True
+            side = ((now - start_ns) // slice_ns) % 2 if counting else (now // slice_ns) % 2
+            acquire, release, _close, transient = sides[side]
+            tally = tallies[side]
+            try:
+                token = acquire()
+                if token is not None:
+                    held = clock()
+                    releasing = clock()
+                    tally.spans.extend((held, releasing, token))
+                    if not release() and counting:
+                        tally.lost += 1
+            except transient:
+                if counting:
+                    tally.retries += 1
+                continue
+            except Exception as exc:
+                if counting:
+                    tally.errors += 1
+                    tally.kinds[_short(exc)] += 1
+                continue
+            if counting:
+                tally.attempts += 1
+                tally.wins += token is not None
+        for _acquire, release, _close, _transient in sides:
+            with contextlib.suppress(Exception):
+                release()
+        return {"joblocks": tallies[0].result(retries.count), "raw": tallies[1].result(0)}
+    finally:
+        for _acquire, _release, close, _transient in sides:
+            with contextlib.suppress(Exception):
+                close()
+
+
 def _contend_aio(
     job: dict[str, Any], index: int, results: Any, go: Any, window: Any, retries: _RetryCounter
 ) -> dict[str, Any]:
@@ -203,7 +264,9 @@ def _worker_main(index: int, jobs: Any, results: Any, go: Any, window: Any) -> N
         retries.counting = False
         retries.count = 0
         try:
-            if job["kind"] == "joblocks" and job["face"] == "aio":
+            if job["kind"] == "alternating":
+                outcome = _contend_alternating(job, index, results, go, window, retries)
+            elif job["kind"] == "joblocks" and job["face"] == "aio":
                 outcome = _contend_aio(job, index, results, go, window, retries)
             else:
                 outcome = _contend_sync(job, index, results, go, window, retries)
@@ -287,9 +350,32 @@ class WorkerPool:
 
     def run(self, job: dict[str, Any], seconds: float, warmup: float) -> Stats:
         """One contention run; ``job`` without ``table`` (a fresh one is made)."""
-        import joblocks
-
         job = dict(job, table=make_table(job["url"]))
+        outcomes, failed = self._run(job, seconds, warmup)
+        return _stats(job, outcomes, failed, seconds, job["table"])
+
+    def run_alternating(
+        self, job: dict[str, Any], seconds: float, warmup: float, slice_s: float
+    ) -> dict[str, Stats]:
+        """joblocks sync and the raw upsert in alternating slices of ``slice_s`` within
+        one run (``_contend_alternating``): ``{"joblocks": stats, "raw": stats}``, each
+        over the half of ``seconds`` its slices took."""
+        job = dict(
+            job,
+            kind="alternating",
+            table=make_table(job["url"]),
+            raw_table=make_table(job["url"]),
+            slice_s=slice_s,
+        )
+        outcomes, failed = self._run(job, seconds, warmup)
+        return {
+            side: _stats(job, [o[side] for o in outcomes], failed, seconds / 2, table)
+            for side, table in (("joblocks", job["table"]), ("raw", job["raw_table"]))
+        }
+
+    def _run(
+        self, job: dict[str, Any], seconds: float, warmup: float
+    ) -> tuple[list[dict[str, Any]], dict[int, Any]]:
         self.go.clear()
         for q in self.jobs:
             q.put(job)
@@ -303,40 +389,13 @@ class WorkerPool:
         self.go.set()
         done = self._collect(running, warmup + seconds + READY_TIMEOUT_S)
         self.go.clear()
-        counter = joblocks.JobLockModel(job["url"], table_name=job["table"], create_table=False)
-        try:
-            rows_left = counter.count()
-        finally:
-            counter.dispose()
         outcomes = []
         for i, (kind, payload) in sorted(done.items()):
             if kind == "failed":
                 failed[i] = payload
             else:
                 outcomes.append(payload)
-        kinds: collections.Counter[str] = collections.Counter()
-        for o in outcomes:
-            kinds.update(o["error_kinds"])
-        wins = [o["wins"] for o in outcomes]
-        spans, overlaps, fence_errors, examples = check_spans(outcomes)
-        return {
-            "workers": self.size,
-            "workers_failed": len(failed),
-            "worker_failures": [f.strip().splitlines()[-1] for f in failed.values()],
-            "wins_per_s": sum(wins) / seconds,
-            "attempts_per_s": sum(o["attempts"] for o in outcomes) / seconds,
-            "min_wins": min(wins, default=0),
-            "max_wins": max(wins, default=0),
-            "errors": sum(o["errors"] for o in outcomes),
-            "error_kinds": dict(kinds.most_common(5)),
-            "retries": sum(o["retries"] for o in outcomes),
-            "lost": sum(o["lost"] for o in outcomes),
-            "holds_checked": spans,
-            "overlaps": overlaps,
-            "fence_errors": fence_errors,
-            "examples": examples,
-            "rows_left": rows_left,
-        }
+        return outcomes, failed
 
     def close(self) -> None:
         for q in self.jobs:
@@ -347,3 +406,43 @@ class WorkerPool:
             if proc.is_alive():
                 proc.terminate()
                 proc.join(timeout=5)
+
+
+def _stats(
+    job: dict[str, Any],
+    outcomes: list[dict[str, Any]],
+    failed: dict[int, Any],
+    seconds: float,
+    table: str,
+) -> Stats:
+    """One variant's figures from its workers' tallies (``seconds``: its timed span)."""
+    import joblocks
+
+    counter = joblocks.JobLockModel(job["url"], table_name=table, create_table=False)
+    try:
+        rows_left = counter.count()
+    finally:
+        counter.dispose()
+    kinds: collections.Counter[str] = collections.Counter()
+    for o in outcomes:
+        kinds.update(o["error_kinds"])
+    wins = [o["wins"] for o in outcomes]
+    spans, overlaps, fence_errors, examples = check_spans(outcomes)
+    return {
+        "workers": len(outcomes) + len(failed),
+        "workers_failed": len(failed),
+        "worker_failures": [f.strip().splitlines()[-1] for f in failed.values()],
+        "wins_per_s": sum(wins) / seconds,
+        "attempts_per_s": sum(o["attempts"] for o in outcomes) / seconds,
+        "min_wins": min(wins, default=0),
+        "max_wins": max(wins, default=0),
+        "errors": sum(o["errors"] for o in outcomes),
+        "error_kinds": dict(kinds.most_common(5)),
+        "retries": sum(o["retries"] for o in outcomes),
+        "lost": sum(o["lost"] for o in outcomes),
+        "holds_checked": spans,
+        "overlaps": overlaps,
+        "fence_errors": fence_errors,
+        "examples": examples,
+        "rows_left": rows_left,
+    }

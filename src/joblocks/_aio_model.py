@@ -12,12 +12,15 @@ import asyncio
 import builtins
 import contextlib
 import time
+import weakref
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
 from typing_extensions import Unpack
 
 from . import _ledger, _lifecycle, _ops, _steps, _validate
+from ._aio_sqlite import RERUN_SAFE, WAIT, LoopSQLite
+from ._aio_sqlite import usable as loop_usable
 from ._base import ModelCore
 from ._errors import (
     translate,
@@ -66,6 +69,16 @@ class JobLockModel(ModelCore):
             result = error = None
             try:
                 if isinstance(step, Attempt):
+                    fn = step.fn
+                    loop_sqlite = self._loop_sqlite
+                    if loop_sqlite is not None:
+                        # A SQLite file: the one-key operations on the loop's thread, off
+                        # it only to wait for a writer; the others on a worker thread.
+                        st = self.statements
+                        result = loop_sqlite.run(fn, st, step.args) if fn in RERUN_SAFE else WAIT
+                        if result is WAIT:
+                            result = await loop_sqlite.run_waiting(fn, st, step.args)
+                        continue
                     work = greenlet_spawn(self._in_greenlet, step.fn, *step.args)
                     timeout = self._io_timeout
                     result = await (asyncio.wait_for(work, timeout) if timeout else work)
@@ -111,12 +124,27 @@ class JobLockModel(ModelCore):
 
     async def _open(self) -> None:
         with translate(self._first_use_name, self.database):
-            async with self.engine.connect() as conn:
-                await conn.run_sync(self._first_use, self._create)
+            await self._run_first_use(self._create)
         self.table_ready = True
+
+    async def _run_first_use(self, create: bool) -> None:
+        loop_sqlite = self._loop_sqlite
+        if loop_sqlite is not None:
+            await loop_sqlite.run_waiting(self._first_use_on, self.statements, (create,))
+            return
+        async with self.engine.connect() as conn:
+            await conn.run_sync(self._first_use, create)
+
+    def _first_use_on(self, conn: Any, statements: Any, create: bool) -> None:
+        self._first_use(conn, create)
 
     def _set_up(self) -> None:
         self._one_hand_off = hands_off_per_statement(self.engine.sync_engine.dialect)
+        self._loop_sqlite: LoopSQLite | None = None
+        url = self._url
+        if url is not None and self.statements.profile.single_file and loop_usable(url):
+            self._loop_sqlite = LoopSQLite(url, self.timeout_ms)
+            weakref.finalize(self, self._loop_sqlite.close)
 
     def _in_greenlet(self, fn: Callable[..., T], *args: Any) -> T:
         # Check-out, statements and check-in in one greenlet: ``async with
@@ -151,12 +179,13 @@ class JobLockModel(ModelCore):
         exists with another shape.
         """
         with translate("create table", self.database):
-            async with self.engine.connect() as conn:
-                await conn.run_sync(self._first_use, True)
+            await self._run_first_use(True)
             self.table_ready = True
 
     async def dispose(self) -> None:
         """Close this model's connections (and its engine, if joblocks made it)."""
+        if self._loop_sqlite is not None:
+            self._loop_sqlite.close()
         if self.owns_engine:
             await self.engine.dispose()
 

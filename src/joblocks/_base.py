@@ -109,6 +109,7 @@ class ModelCore:
             _engines.check_backend(url)
             engine = _engines.create(url, asynchronous=asynchronous, timeout_ms=timeout_ms)
             self.owns_engine = True
+            self._url = url
         dialect = engine.dialect
         single_file = profile(dialect).single_file
         if single_file and schema not in (None, "main"):
@@ -158,6 +159,9 @@ class ModelCore:
         SQLite: on the first call) and kept for the model's life.
         """
         return None if self._found is None else self._found.key
+
+    #: The URL joblocks made the engine from (None for an engine passed in).
+    _url: URL | None = None
 
     #: The identity once read (see ``identity``).
     _found: _tables.TableIdentity | None = None

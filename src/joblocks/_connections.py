@@ -133,6 +133,17 @@ class ConnectionCache:
 
     def take(self) -> Connection:
         """An idle connection (pinged if it sat idle), or a new one from the pool."""
+        conn = self.take_idle()
+        if conn is not None:
+            return conn
+        if getattr(_thread, "no_pool_wait", False) and self._pool_full():
+            raise sa_exc.TimeoutError(
+                "every connection of the pool is in use (not waited for)"
+            ) from None
+        return self._engine.connect()
+
+    def take_idle(self) -> Connection | None:
+        """An idle connection (pinged if it sat idle), or None when there is none."""
         if self._generation != _generation:
             _abandoned.extend(self._free)
             self._free = []
@@ -144,11 +155,7 @@ class ConnectionCache:
             try:
                 conn, since = self._free.pop()
             except IndexError:
-                if getattr(_thread, "no_pool_wait", False) and self._pool_full():
-                    raise sa_exc.TimeoutError(
-                        "every connection of the pool is in use (not waited for)"
-                    ) from None
-                return self._engine.connect()
+                return None
             if conn.invalidated or conn.closed:
                 continue
             if (

@@ -232,7 +232,7 @@ def _sent_in_place(
     try:
         return _sent(cursor, sql, params)
     except Exception as exc:
-        if not _busy(exc):
+        if not busy(exc):
             raise
 
     def again(driver_connection: Any) -> _Result:
@@ -245,7 +245,7 @@ def _sent_in_place(
     return wait(again)
 
 
-def _busy(exc: BaseException) -> bool:
+def busy(exc: BaseException) -> bool:
     """SQLite's SQLITE_BUSY (another connection holds the write lock), any variant."""
     code = getattr(exc, "sqlite_errorcode", None)
     if code is None:  # Python < 3.11

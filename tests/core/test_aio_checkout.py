@@ -43,14 +43,21 @@ async def _one_key_calls(model: joblocks.aio.JobLockModel, key: str) -> None:
     assert await model.release(key, "h") is True
 
 
-def test_one_key_operations_take_no_connection_object(db_url: str, table_name: str) -> None:
-    async def main() -> tuple[int, int, list[int]]:
+def test_one_key_operations_take_no_connection_object(
+    db_url: str, table_name: str, backend: str
+) -> None:
+    async def main() -> tuple[int, int, list[int], int]:
         model = joblocks.aio.JobLockModel(db_url, table_name=table_name)
         engine = model.engine.sync_engine
         connects: list[Any] = []
         checkouts: list[Any] = []
         event.listen(engine, "engine_connect", connects.append)
         event.listen(engine.pool, "checkout", lambda *args: checkouts.append(args))
+        loop_checkouts: list[Any] = []
+        if model._loop_sqlite is not None:
+            event.listen(
+                model._loop_sqlite.engine.pool, "checkout", lambda *a: loop_checkouts.append(a)
+            )
         held_between: list[int] = []
         try:
             await model.now_ms()  # first use (table, identity) goes through Connection
@@ -59,13 +66,20 @@ def test_one_key_operations_take_no_connection_object(db_url: str, table_name: s
             for key in ("a", "b"):
                 await _one_key_calls(model, key)
                 held_between.append(engine.pool.checkedout())
-            return len(connects), len(checkouts), held_between
+            return len(connects), len(checkouts), held_between, len(loop_checkouts)
         finally:
             await model.dispose()
 
-    connects, checkouts, held_between = asyncio.run(main())
+    connects, checkouts, held_between, loop_checkouts = asyncio.run(main())
     assert connects == 0  # no Engine.connect() per call
-    assert checkouts == 10  # one pool check-out per call
+    if backend == "sqlite":
+        # A SQLite file joblocks opened: the one-key operations run through sqlite3 on
+        # the loop's thread (``_aio_sqlite``), never through aiosqlite's pool; the one
+        # sqlite3 connection they use is checked out once and kept idle between calls.
+        assert checkouts == 0
+        assert loop_checkouts == 1
+    else:
+        assert checkouts == 10  # one pool check-out per call
     assert held_between == [0, 0]  # and none kept between calls
 
 
@@ -198,7 +212,10 @@ def test_a_statement_error_is_a_backend_error(db_url: str, table_name: str) -> N
             admin.dispose()
             with pytest.raises(joblocks.LockBackendError):
                 await model.acquire("k", TTL, "h")
-            # The connection was not lost: the pool keeps it.
+            # The connection was not lost: the pool keeps it (on a SQLite file joblocks
+            # opened, the cache of the sqlite3 connections of the loop's thread).
+            if model._loop_sqlite is not None:
+                return len(model._loop_sqlite.cache) == 1
             return model.engine.sync_engine.pool.checkedin() > 0
         finally:
             await model.dispose()

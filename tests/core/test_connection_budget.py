@@ -302,10 +302,16 @@ def test_a_lease_is_reported_lost_on_time_while_the_pool_is_exhausted(
     lost: list[Any] = []
     held = model.try_lease(key, 1_000, keepalive=True, renew_every=300, on_lost=lost.append)
     engine = model.model.engine
-    pool = engine.pool if model.face == "sync" else engine.sync_engine.pool
+    cache = model.model._cache if model.face == "sync" else None
+    loop_sqlite = getattr(model.model, "_loop_sqlite", None)
+    if loop_sqlite is not None:
+        # asyncio on a SQLite URL: the renewals go through the sqlite3 engine of
+        # ``_aio_sqlite``, whose connections come from a sync pool and cache.
+        engine, cache = loop_sqlite.engine, loop_sqlite.cache
+    pool = engine.pool if cache is not None else engine.sync_engine.pool
     size = pool.size() + pool._max_overflow
-    if model.face == "sync":
-        model.model._cache.close()  # no idle connection left for the renewal
+    if cache is not None:
+        cache.close()  # no idle connection left for the renewal
         taken = [engine.connect() for _ in range(size)]
 
         def give_back() -> None:
