@@ -73,25 +73,28 @@ def test_a_strict_default_isolation_never_goes_direct(
 
 
 def test_aiosqlite_never_goes_direct(tmp_path: Path, table_name: str) -> None:
-    """aiosqlite's statements go where ``in_place`` says, so they keep the general path."""
+    """aiosqlite's statements go where ``in_place`` says, so they keep the general path
+    (an asyncio model on an aiosqlite engine passed in: one made from a SQLite URL
+    runs its lock work on ``sqlite3`` connections of its own, ``_aio_sqlite``)."""
     import asyncio
 
-    async def main() -> list[dict[str, Any]]:
-        model = joblocks.aio.JobLockModel(f"sqlite:///{tmp_path / 'a.db'}", table_name=table_name)
+    from sqlalchemy.ext.asyncio import create_async_engine
+
+    async def main() -> dict[str, Any]:
+        engine = create_async_engine(f"sqlite+aiosqlite:///{tmp_path / 'a.db'}")
+        model = joblocks.aio.JobLockModel(engine, table_name=table_name)
         try:
             assert await model.acquire("k", TTL, "h") is True
             assert await model.release("k", "h") is True
             assert await model.count() == 0  # off the loop's thread: the general path
-            pool: Any = model.engine.sync_engine.pool
-            fairy = pool.connect()
-            try:
-                return [dict(fairy.info)]
-            finally:
-                fairy.close()
+            async with engine.connect() as conn:
+                raw = await conn.get_raw_connection()
+                return dict(raw.info)
         finally:
             await model.dispose()
+            await engine.dispose()
 
-    (info,) = asyncio.run(main())
+    info = asyncio.run(main())
     assert info[_execute._AWAITED] is False  # decided: no wrapper, not psycopg
     assert _execute._DIRECT not in info
 
@@ -178,8 +181,11 @@ def test_a_replaced_driver_connection_decides_again(tmp_path: Path, table_name: 
 
 def test_the_token_alone_is_acquire_s_token(tmp_path: Path, table_name: str) -> None:
     """``_ops.acquire_token`` (the plain acquire of both faces) is ``_ops.acquire``'s
-    token, and runs in place on aiosqlite like ``acquire``."""
+    token, and runs on the loop's thread on SQLite like ``acquire``."""
+    from joblocks._aio_sqlite import RERUN_SAFE
+
     assert _ops.acquire_token in _ops.IN_PLACE
+    assert _ops.acquire_token in RERUN_SAFE
     engine = sa.create_engine(f"sqlite:///{tmp_path / 't.db'}")
     model = joblocks.JobLockModel(engine, table_name=table_name)
     try:
