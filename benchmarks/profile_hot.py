@@ -14,7 +14,10 @@ the loop for ``--seconds``. Attach a sampling profiler to that PID, e.g.::
 ``--cprofile`` profiles the loop in-process instead and prints the functions with the
 most own time. ``--layers`` (sync face, SQLite) prints the CPU time per acquire+release
 pair layer by layer instead: the raw ``sqlite3`` baselines, joblocks' statements on the
-bare cursor, then each joblocks layer added on top (interleaved rounds, medians).
+bare cursor, then each joblocks layer added on top (interleaved rounds, medians), and
+last the whole call with a stand-in for the driver's cursor (joblocks' Python alone).
+``--fence`` prints what drawing the fencing token costs raw ``sqlite3`` per pair (no
+token, the counter read without its trigger, the counter table and its triggers).
 ``--summarise FILE`` reads py-spy's raw (collapsed) output and prints the
 functions with the most own ("self") and inclusive time, and the share by layer
 (joblocks, SQLAlchemy, driver, asyncio, other).
@@ -93,6 +96,27 @@ def summarise(path: Path, top: int = 15) -> None:
                 break
 
 
+class _StandIn:
+    """A driver connection and its cursor that do nothing: an acquire's row, a
+    release's one deleted row."""
+
+    description: Any = None
+    rowcount = 1
+    lastrowid = 0
+
+    def cursor(self) -> _StandIn:
+        return self
+
+    def execute(self, sql: str, params: Any) -> None:
+        self.description = ("fence",) if sql.startswith("INSERT") else None
+
+    def fetchall(self) -> list[tuple[int, int, int]]:
+        return [(1, 0, 60_000)]
+
+    def close(self) -> None:
+        pass
+
+
 def sqlite_layers(rounds: int, pairs: int) -> None:
     """CPU µs per sync acquire+release pair on SQLite, one layer added at a time.
 
@@ -105,6 +129,7 @@ def sqlite_layers(rounds: int, pairs: int) -> None:
 
     import joblocks
     from joblocks import _execute, _lifecycle, _ops
+    from joblocks._steps import Attempt
 
     with tempfile.TemporaryDirectory(prefix="joblocks-layers-") as folder:
         url = f"sqlite:///{Path(folder) / 'layers.db'}"
@@ -146,8 +171,8 @@ def sqlite_layers(rounds: int, pairs: int) -> None:
             _ops.release(conn, st, key, who)
 
         def attempt() -> None:
-            model._attempt(_ops.acquire, (key, who, ttl))
-            model._attempt(_ops.release, (key, who))
+            model._attempt(Attempt(_ops.acquire, (key, who, ttl)))
+            model._attempt(Attempt(_ops.release, (key, who)))
 
         def drive() -> None:
             model._drive(_lifecycle.acquire_token(model, key, ttl, who))
@@ -156,6 +181,21 @@ def sqlite_layers(rounds: int, pairs: int) -> None:
         def face() -> None:
             model.acquire(key, ttl, who)
             model.release(key, who)
+
+        # The same calls with the driver's cursor replaced by a stand-in that returns
+        # at once: joblocks' Python alone, without the database's work between calls.
+        idle = joblocks.JobLockModel(url, table_name=model.table_name)
+        idle.acquire(key, ttl, who)
+        idle.release(key, who)
+        assert idle._cache is not None
+        held = idle._cache.take()
+        held_info = held.connection.info
+        held_info[_execute._DIRECT] = _StandIn()
+        idle._cache.put(held)
+
+        def stand_in() -> None:
+            idle.acquire(key, ttl, who)
+            idle.release(key, who)
 
         layers = (
             ("raw sqlite3, no token (the bar's baseline)", raw_notoken),
@@ -166,6 +206,7 @@ def sqlite_layers(rounds: int, pairs: int) -> None:
             ("+ the connection cache (_attempt)", attempt),
             ("+ life cycle, validation, call (_drive)", drive),
             ("JobLockModel.acquire + release", face),
+            ("the same, stand-in cursor (no database)", stand_in),
         )
         cpu: dict[str, list[float]] = {name: [] for name, _ in layers}
         for _, fn in layers:
@@ -178,6 +219,8 @@ def sqlite_layers(rounds: int, pairs: int) -> None:
                     fn()
                 cpu[name].append((time.thread_time_ns() - t0) / pairs / 1000)
         conn.close()
+        held_info.pop(_execute._DIRECT)  # the driver connection decides again
+        idle.dispose()
         model.dispose()
         notoken.close()
         token.close()
@@ -190,6 +233,60 @@ def sqlite_layers(rounds: int, pairs: int) -> None:
     print(C.table(["layer", "median µs", "min µs", "baseline ÷ this"], rows))
 
 
+def sqlite_fence(rounds: int, pairs: int) -> None:
+    """CPU µs per raw ``sqlite3`` acquire+release pair (joblocks' own statements, WAL,
+    ``synchronous=NORMAL``, one held connection each) by what drawing the token costs:
+    no token (0 written), the counter read but no trigger (tokens would not grow past a
+    deleted row), and the counter table with its triggers (what joblocks does).
+    Interleaved rounds, medians."""
+    import sqlite3
+    import statistics
+
+    import joblocks
+
+    with tempfile.TemporaryDirectory(prefix="joblocks-fence-") as folder:
+        variants: list[tuple[str, Any, str]] = []
+        release = ""
+        for name, draw, triggers in (
+            ("no token", False, True),
+            ("counter read, no trigger", True, False),
+            ("counter table + triggers (joblocks)", True, True),
+        ):
+            path = Path(folder) / f"{len(variants)}.db"
+            model = joblocks.JobLockModel(f"sqlite:///{path}", table_name="t")
+            model.create_table()
+            acquire = model.statements.acquire[0].stmt.sql
+            release = model.statements.release.sql
+            model.dispose()
+            conn = sqlite3.connect(path, isolation_level=None, timeout=5.0)
+            conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute("PRAGMA synchronous = NORMAL")
+            if not triggers:
+                conn.execute('DROP TRIGGER "t_fence_ins"')
+                conn.execute('DROP TRIGGER "t_fence_upd"')
+            if not draw:
+                acquire = acquire.replace('(SELECT value FROM "t_fence") + 1', "0")
+            variants.append((name, conn, acquire))
+        cpu: dict[str, list[float]] = {name: [] for name, _, _ in variants}
+        for r in range(rounds + 1):
+            for name, conn, acquire in variants if r % 2 else variants[::-1]:
+                t0 = time.thread_time_ns()
+                for _ in range(pairs if r else 300):
+                    conn.execute(acquire, ("k", "h", C.TTL_MS)).fetchall()
+                    conn.execute(release, ("k", "h"))
+                if r:  # round 0 warms up
+                    cpu[name].append((time.thread_time_ns() - t0) / pairs / 1000)
+        for _, conn, _ in variants:
+            conn.close()
+    base = statistics.median(cpu[variants[0][0]])
+    print(f"raw sqlite3, CPU µs per pair, {rounds} interleaved rounds of {pairs} ({C.load()})")
+    rows = []
+    for name, values in cpu.items():
+        med = statistics.median(values)
+        rows.append([name, f"{med:.1f}", f"{min(values):.1f}", f"{base / med:.2f}"])
+    print(C.table(["token", "median µs", "min µs", "no token ÷ this"], rows))
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--db", choices=C.DATABASES, default="postgresql")
@@ -199,11 +296,15 @@ def main() -> int:
     ap.add_argument("--cprofile", action="store_true")
     ap.add_argument("--summarise", type=Path)
     ap.add_argument("--layers", action="store_true", help="sync SQLite: CPU per layer")
+    ap.add_argument("--fence", action="store_true", help="raw SQLite: what the token costs")
     ap.add_argument("--rounds", type=int, default=15, help="--layers: interleaved rounds")
     ap.add_argument("--pairs", type=int, default=2000, help="--layers: pairs per round")
     args = ap.parse_args()
     if args.summarise:
         summarise(args.summarise)
+        return 0
+    if args.fence:
+        sqlite_fence(args.rounds, args.pairs)
         return 0
     if args.layers:
         sqlite_layers(args.rounds, args.pairs)

@@ -58,6 +58,7 @@ _BUSY_MS = "joblocks_loop_busy_ms"
 RERUN_SAFE: frozenset[Callable[..., Any]] = frozenset(
     {
         _ops.acquire,
+        _ops.acquire_token,  # the plain acquire's: acquire's statements, the token alone
         _ops.release,
         _ops.refresh,
         _ops.refresh_lease,

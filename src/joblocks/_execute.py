@@ -12,7 +12,7 @@ asyncio face's one-key operations).
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Callable, TypeVar
 
 from sqlalchemy import Connection, Engine
@@ -25,6 +25,7 @@ from ._sqla import (
     checkout,
     dbapi_error,
     driver_connection,
+    hands_off_per_statement,
     invalidate_pool,
     on_driver_thread,
 )
@@ -34,11 +35,12 @@ T = TypeVar("T")
 
 
 class _Result:
-    """What a statement gave back, read off the cursor before it is closed."""
+    """What a statement gave back, read off the cursor before it is closed (``rows``:
+    as the driver's ``fetchall`` gave them, a list or a tuple; never changed)."""
 
     __slots__ = ("lastrowid", "rowcount", "rows")
 
-    def __init__(self, rows: list[Any], rowcount: int, lastrowid: int | None) -> None:
+    def __init__(self, rows: Sequence[Any], rowcount: int, lastrowid: int | None) -> None:
         self.rows = rows
         self.rowcount = rowcount
         self.lastrowid = lastrowid
@@ -87,8 +89,47 @@ def execute(conn: Connection | Checkout, stmt: Prepared, values: Mapping[str, An
     statement gets a read committed transaction of its own). Driver errors
     are wrapped exactly as SQLAlchemy would (``IntegrityError``, ``OperationalError``,
     ...), and a lost connection is invalidated so the pool replaces it.
+
+    What a connection needs is decided by its first statement and kept in its pool
+    record's ``info`` for the life of its driver connection: a connection that needs
+    nothing around its statements (no read committed wrapper, not awaited on psycopg,
+    not aiosqlite's) keeps its driver connection under :data:`_DIRECT`, and each
+    later statement is one dictionary lookup away from the driver's cursor.
     """
     fairy = conn.connection
+    direct = fairy.info.get(_DIRECT)
+    if direct is None:
+        return _planned(conn, fairy, stmt, values)
+    pick = stmt._pick  # stmt.params(values), inlined
+    params = dict(values) if pick is None else pick(values)
+    cursor: Any = None
+    try:
+        cursor = direct.cursor()
+        cursor.execute(stmt.sql, params)
+        return _Result(
+            cursor.fetchall() if cursor.description else _NO_ROWS,
+            cursor.rowcount,
+            getattr(cursor, "lastrowid", None),
+        )
+    except BaseException as exc:
+        failure = _failure(conn, direct, cursor, stmt.sql, params, exc)
+        if failure is None:
+            raise
+        raise failure from exc
+    finally:
+        if cursor is not None:
+            try:  # noqa: SIM105 - contextlib.suppress costs more, on every statement
+                cursor.close()
+            except Exception:  # noqa: S110
+                pass
+
+
+def _planned(
+    conn: Connection | Checkout, fairy: Any, stmt: Prepared, values: Mapping[str, Any]
+) -> _Result:
+    """:func:`execute` on a connection not known to need nothing around its statements
+    (its first statement, a read committed wrapper, awaited on psycopg, in place on
+    aiosqlite); decides, on the first statement, whether it is :data:`_DIRECT`."""
     info = fairy.info
     in_place_ = info.get(_IN_PLACE)
     dbapi_connection = fairy.dbapi_connection if in_place_ is None else in_place_[0]
@@ -108,38 +149,58 @@ def execute(conn: Connection | Checkout, stmt: Prepared, values: Mapping[str, An
             return _sent_in_place(cursor, in_place_[1], stmt.sql, params)
         if _AWAITED not in info:
             # Known now: no read committed wrapper on this connection; from the next
-            # statement on, psycopg's AsyncConnection is awaited directly.
-            info[_AWAITED] = awaits_psycopg(conn.dialect)
-        cursor.execute(stmt.sql, params)
-        rows = cursor.fetchall() if cursor.description else []
-        return _Result(list(rows), cursor.rowcount, getattr(cursor, "lastrowid", None))
-    except Exception as exc:
-        dialect = conn.dialect
-        if not isinstance(exc, dbapi_error(dialect)):
+            # statement on, psycopg's AsyncConnection is awaited directly, and any
+            # other driver's cursor is used directly (aiosqlite's connection is left
+            # to this path: ``in_place`` changes where its statements go).
+            awaits = info[_AWAITED] = awaits_psycopg(conn.dialect)
+            if not awaits and not hands_off_per_statement(conn.dialect):
+                info[_DIRECT] = dbapi_connection
+        return _sent(cursor, stmt.sql, params)
+    except BaseException as exc:
+        failure = _failure(conn, dbapi_connection, cursor, stmt.sql, params, exc)
+        if failure is None:
             raise
-        lost = dialect.is_disconnect(exc, dbapi_connection, cursor)
-        if lost:
-            # As SQLAlchemy does: every connection of the pool made before now is
-            # suspect (the server went away), so all are replaced on their next use.
-            invalidate_pool(conn, exc)
-            conn.invalidate(exc)
-        raise sa_exc.DBAPIError.instance(
-            stmt.sql,
-            params,
-            exc,
-            dbapi_error(dialect),
-            dialect=dialect,
-            connection_invalidated=lost,
-        ) from exc
-    except BaseException:
-        # Interrupted mid-statement (KeyboardInterrupt, cancellation): the connection's
-        # protocol state is unknown, so it is never used again.
-        conn.invalidate()
-        raise
+        raise failure from exc
     finally:
         if cursor is not None:
             with contextlib.suppress(Exception):
                 cursor.close()
+
+
+def _failure(
+    conn: Connection | Checkout,
+    dbapi_connection: Any,
+    cursor: Any,
+    sql: str,
+    params: Any,
+    exc: BaseException,
+) -> BaseException | None:
+    """What a statement's error ``exc`` comes out as: the driver's errors wrapped as
+    SQLAlchemy would (a lost connection invalidated, and every connection of its pool
+    made before now); None for any other error, raised as it is. Interrupted
+    mid-statement (KeyboardInterrupt, cancellation), the connection's protocol state is
+    unknown, so it is never used again."""
+    if not isinstance(exc, Exception):
+        conn.invalidate()
+        return None
+    dialect = conn.dialect
+    if not isinstance(exc, dbapi_error(dialect)):
+        return None
+    lost = dialect.is_disconnect(exc, dbapi_connection, cursor)
+    if lost:
+        # As SQLAlchemy does: every connection of the pool made before now is
+        # suspect (the server went away), so all are replaced on their next use.
+        invalidate_pool(conn, exc)
+        conn.invalidate(exc)
+    wrapped: BaseException = sa_exc.DBAPIError.instance(
+        sql,
+        params,
+        exc,
+        dbapi_error(dialect),
+        dialect=dialect,
+        connection_invalidated=lost,
+    )
+    return wrapped
 
 
 async def _awaited(driver: Any, sql: str, params: Any) -> _Result:
@@ -151,15 +212,15 @@ async def _awaited(driver: Any, sql: str, params: Any) -> _Result:
         await cursor.execute(sql, params)
         result = cursor.pgresult  # not ``description``: it builds a column object each
         tuples = result is not None and result.status == _PGRES_TUPLES_OK
-        return _Result(await cursor.fetchall() if tuples else [], cursor.rowcount, None)
+        return _Result(await cursor.fetchall() if tuples else _NO_ROWS, cursor.rowcount, None)
     finally:
         await cursor.close()
 
 
 def _sent(cursor: Any, sql: str, params: Any) -> _Result:
     cursor.execute(sql, params)
-    rows = cursor.fetchall() if cursor.description else []
-    return _Result(list(rows), cursor.rowcount, getattr(cursor, "lastrowid", None))
+    rows = cursor.fetchall() if cursor.description else _NO_ROWS
+    return _Result(rows, cursor.rowcount, getattr(cursor, "lastrowid", None))
 
 
 def _sent_in_place(
@@ -265,8 +326,8 @@ def _in_read_committed(cursor: Any, wrapper: ReadCommitted, sql: str, params: An
     cursor.execute(wrapper.begin)
     try:
         cursor.execute(sql, params)
-        rows = cursor.fetchall() if cursor.description else []
-        result = _Result(list(rows), cursor.rowcount, getattr(cursor, "lastrowid", None))
+        rows = cursor.fetchall() if cursor.description else _NO_ROWS
+        result = _Result(rows, cursor.rowcount, getattr(cursor, "lastrowid", None))
         cursor.execute(wrapper.commit)
     except Exception:
         with contextlib.suppress(Exception):
@@ -286,3 +347,9 @@ _IN_PLACE = "joblocks_in_place"
 #: Set by the connection's first statement, once its read committed wrapper is known
 #: (a connection that needs one keeps SQLAlchemy's adapter).
 _AWAITED = "joblocks_awaited"
+#: Key in a pool record's ``info`` (for the life of its driver connection): that driver
+#: connection, once its first statement found that its statements need nothing around
+#: them (:func:`execute` then sends each on its cursor directly).
+_DIRECT = "joblocks_direct"
+#: The rows of a statement that returns none.
+_NO_ROWS: tuple[Any, ...] = ()

@@ -2,8 +2,10 @@
 
 Every operation of a model or a lease is a generator here: it validates its
 arguments, then yields the step it needs next and is sent that step's result
-back. A face only says how to do a step (the steps are in ``_steps``) in its
-driver: ``JobLockModel._drive`` in ``_model`` calls and sleeps with ``time.sleep``, the one in
+back (an operation that is one call and nothing more validates its arguments and
+returns that call's generator, ``_steps.call``: one generator less per call). A face
+only says how to do a step (the steps are in ``_steps``) in its driver:
+``JobLockModel._drive`` in ``_model`` calls and sleeps with ``time.sleep``, the one in
 ``_aio_model`` awaits and sleeps with ``asyncio.sleep``. An error of a step is thrown back into the
 generator at its ``yield``, so ``try``/``except``/``finally`` here mean the same on
 both faces. (The shape of h11 and httpcore: the protocol knows no I/O.)
@@ -54,20 +56,23 @@ def acquire_token(
     key = _validate.lock_key(lock_key)
     ttl_ms = _validate.duration_ms(ttl, "ttl")
     who = _validate.holder(holder)
+    steps = call(model, "acquire", _ops.acquire_token, key, who, ttl_ms)
+    return _as_taken(model, key, steps) if model.errors_as_taken else steps
+
+
+def _as_taken(model: ModelCore, key: str, steps: Steps[int | None]) -> Steps[int | None]:
+    """``errors_as_taken=True``: an acquire that failed is reported as taken (None)."""
     try:
-        grant = yield from call(model, "acquire", _ops.acquire, key, who, ttl_ms)
+        return (yield from steps)
     except LockBackendError as exc:
-        if not model.errors_as_taken:
-            raise
         log.warning("joblocks: acquire of %r failed, reported as taken: %s", key, exc)
         return None
-    return None if grant is None else grant.fence
 
 
 def release(model: ModelCore, lock_key: str, holder: str) -> Steps[bool]:
     key = _validate.lock_key(lock_key)
     who = _validate.holder(holder)
-    return (yield from call(model, "release", _ops.release, key, who))
+    return call(model, "release", _ops.release, key, who)
 
 
 def refresh(model: ModelCore, lock_key: str, ttl: _validate.Duration, holder: str) -> Steps[bool]:
@@ -79,27 +84,27 @@ def refresh(model: ModelCore, lock_key: str, ttl: _validate.Duration, holder: st
 
 def peek(model: ModelCore, lock_key: str) -> Steps[JobLock | None]:
     key = _validate.lock_key(lock_key)
-    return (yield from call(model, "peek", _ops.peek, key))
+    return call(model, "peek", _ops.peek, key)
 
 
 def holders(model: ModelCore, lock_key: str) -> Steps[list[JobLock]]:
     key = _validate.lock_key(lock_key)
-    return (yield from call(model, "peek", _places.holders, model.table, key))
+    return call(model, "peek", _places.holders, model.table, key)
 
 
 def list_locks(model: ModelCore, state: _ops.State) -> Steps[list[JobLock]]:
     _validate.state(state)
-    return (yield from call(model, "list", _ops.list_locks, state))
+    return call(model, "list", _ops.list_locks, state)
 
 
 def count(model: ModelCore, state: _ops.State) -> Steps[int]:
     _validate.state(state)
-    return (yield from call(model, "count", _ops.count, state))
+    return call(model, "count", _ops.count, state)
 
 
 def page(model: ModelCore, state: _ops.State, after: str, size: int) -> Steps[list[JobLock]]:
     """One page of ``iter_locks`` (the faces loop over pages: a generator each)."""
-    return (yield from call(model, "list", _ops.list_page, state, after, size))
+    return call(model, "list", _ops.list_page, state, after, size)
 
 
 def prune(
@@ -144,11 +149,11 @@ def update(
 
 def delete(model: ModelCore, lock_key: str) -> Steps[bool]:
     key = _validate.lock_key(lock_key)
-    return (yield from call(model, "delete", _ops.delete, key))
+    return call(model, "delete", _ops.delete, key)
 
 
 def now_ms(model: ModelCore) -> Steps[int]:
-    return (yield from call(model, "read clock", _ops.now_ms))
+    return call(model, "read clock", _ops.now_ms)
 
 
 # -- leases ---------------------------------------------------------------------------

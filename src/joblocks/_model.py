@@ -89,8 +89,8 @@ class JobLockModel(ModelCore):
                 return done.value  # type: ignore[no-any-return]
             result = error = None
             try:
-                if isinstance(step, Attempt):
-                    result = self._attempt(step.fn, step.args)
+                if step.__class__ is Attempt:
+                    result = self._attempt(step)
                 elif isinstance(step, Sleep):
                     time.sleep(step.seconds)
                 elif isinstance(step, FirstUse):
@@ -100,19 +100,20 @@ class JobLockModel(ModelCore):
                 elif isinstance(step, Session):
                     result = self._session(step)
                 else:
-                    result = self._drive(step.steps)
+                    result = self._drive(step.steps)  # type: ignore[union-attr]
             except BaseException as exc:  # thrown back in at the yield
                 error = exc
 
-    def _attempt(self, fn: Callable[..., T], args: tuple[Any, ...]) -> T:
+    def _attempt(self, step: Attempt) -> Any:
+        """One try of ``step.fn`` on a connection of the model."""
         cache = self._cache
         if cache is None:
-            with self.engine.connect() as conn:
-                return fn(conn, self.statements, *args)
+            with self.engine.connect() as fresh:
+                return step.fn(fresh, self.statements, *step.args)
         # The cache's context manager, inlined: this runs on every call.
         conn = cache.take()
         try:
-            result = fn(conn, self.statements, *args)
+            result = step.fn(conn, self.statements, *step.args)
         except BaseException:
             cache.put_after_error(conn)
             raise
@@ -177,7 +178,8 @@ class JobLockModel(ModelCore):
         and "expired" are judged by the database's clock in whole milliseconds: a row
         written with ``ttl`` at the database's ms N is live while its now < N + ttl.
         """
-        return self.acquire_token(lock_key, ttl, holder) is not None
+        # Not through acquire_token: one call less on the hot path.
+        return self._drive(_lifecycle.acquire_token(self, lock_key, ttl, holder)) is not None
 
     def acquire_token(self, lock_key: str, ttl: _validate.Duration, holder: str) -> int | None:
         """Like :meth:`acquire`, returning the grant's fencing token (None when taken).

@@ -93,6 +93,18 @@ def acquire(conn: Connection, st: Statements, key: str, holder: str, ttl_ms: int
     return None
 
 
+def acquire_token(
+    conn: Connection, st: Statements, key: str, holder: str, ttl_ms: int
+) -> int | None:
+    """:func:`acquire`'s token alone (the plain ``acquire``/``acquire_token`` of the
+    faces, which need nothing else of the grant), or None when held elsewhere."""
+    for step in st.acquire:
+        row = _run_step(conn, step, key, holder, ttl_ms)
+        if row is not None:
+            return row[0]
+    return None
+
+
 def release(conn: Connection, st: Statements, key: str, holder: str) -> bool:
     """Delete the row if ``holder`` holds it; True when a row was deleted."""
     return execute(conn, st.release, {"key": key, "holder": holder}).rowcount > 0
@@ -298,6 +310,7 @@ def is_transient(exc: BaseException, family: str) -> bool:
 IN_PLACE: frozenset[Callable[..., Any]] = frozenset(
     {
         acquire,
+        acquire_token,
         release,
         refresh,
         refresh_lease,

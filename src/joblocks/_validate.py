@@ -29,17 +29,8 @@ _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 
 def _text(value: object, name: str, max_bytes: int) -> str:
-    # The common case in one test (this runs for every argument of every call): ASCII
-    # text is as many UTF-8 bytes as characters, and cannot hold a lone surrogate.
-    if (
-        type(value) is str
-        and value.isascii()
-        and len(value) <= max_bytes
-        and "\x00" not in value
-        and value
-        and not value.isspace()
-    ):
-        return value
+    """The full check of a key or holder (what :func:`lock_key` and :func:`holder`
+    decide in one test for ASCII text)."""
     if not isinstance(value, str):
         raise TypeError(f"{name} must be a str, not {type(value).__name__}")
     if not value or not value.strip():
@@ -55,13 +46,36 @@ def _text(value: object, name: str, max_bytes: int) -> str:
     return value
 
 
+# lock_key and holder: the common case in one test, in the function itself (this runs
+# for every argument of every call): ASCII text is as many UTF-8 bytes as characters,
+# and cannot hold a lone surrogate. Anything else gets the full check.
+
+
 def lock_key(value: object, name: str = "lock_key") -> str:
     """Validate a lock key: a non-blank str without NUL, at most 512 UTF-8 bytes."""
+    if (
+        type(value) is str
+        and value.isascii()
+        and len(value) <= MAX_KEY_BYTES
+        and "\x00" not in value
+        and value
+        and not value.isspace()
+    ):
+        return value
     return _text(value, name, MAX_KEY_BYTES)
 
 
 def holder(value: object, name: str = "holder") -> str:
     """Validate a holder id: a non-blank str without NUL, at most 255 UTF-8 bytes."""
+    if (
+        type(value) is str
+        and value.isascii()
+        and len(value) <= MAX_HOLDER_BYTES
+        and "\x00" not in value
+        and value
+        and not value.isspace()
+    ):
+        return value
     return _text(value, name, MAX_HOLDER_BYTES)
 
 
