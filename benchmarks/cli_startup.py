@@ -6,6 +6,8 @@
 Whole processes, interleaved round by round (every variant of every ``--src`` once per
 round), medians; bytecode cached as pip leaves an installed package
 (``PYTHONDONTWRITEBYTECODE`` is dropped and each variant runs once before timing).
+Wall clock and CPU time (user + system of the process and its children, steadier than
+the wall clock on a loaded machine).
 
 Then, per ``--src``, the breakdown of one run (medians over ``--profile-runs``):
 
@@ -27,6 +29,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import resource
 import statistics
 import subprocess
 import sys
@@ -67,13 +70,19 @@ def env_for(src: str | None, url: str) -> dict[str, str]:
     return env
 
 
-def wall(argv: list[str], env: dict[str, str]) -> float:
-    t0 = time.perf_counter()
+def _children_cpu() -> float:
+    use = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return use.ru_utime + use.ru_stime
+
+
+def wall(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
+    """Wall and CPU seconds (user + system, the process and its children) of one run."""
+    c0, t0 = _children_cpu(), time.perf_counter()
     proc = subprocess.run(argv, env=env, stdin=subprocess.DEVNULL, capture_output=True)
-    took = time.perf_counter() - t0
+    took, cpu = time.perf_counter() - t0, _children_cpu() - c0
     if proc.returncode != 0:
         raise RuntimeError(f"{argv} exited {proc.returncode}: {proc.stderr.decode()[-300:]}")
-    return took
+    return took, cpu
 
 
 def owner(module: str) -> str:
@@ -160,19 +169,29 @@ def main() -> None:
     for _, argv, env in variants:  # compile the bytecode, warm the page cache
         wall(argv, env)
     times: dict[str, list[float]] = {label: [] for label, _, _ in variants}
+    cpus: dict[str, list[float]] = {label: [] for label, _, _ in variants}
     for _ in range(args.runs):
         for label, argv, env in variants:
-            times[label].append(wall(argv, env) * 1000)
+            took, cpu = wall(argv, env)
+            times[label].append(took * 1000)
+            cpus[label].append(cpu * 1000)
     load = os.getloadavg()
     print(f"{args.runs} interleaved rounds, load average {load[0]:.1f} {load[1]:.1f}")
     for i, src in enumerate(srcs):
         print(f"  [{i}] PYTHONPATH={src or os.environ.get('PYTHONPATH', '')}")
     sqla = statistics.median(times["python -c 'import sqlalchemy'"])
-    print(f"\n{'command':48} {'median ms':>9} {'p25':>7} {'p75':>7} {'÷ sqla':>7}")
+    sqla_cpu = statistics.median(cpus["python -c 'import sqlalchemy'"])
+    print(
+        f"\n{'command':48} {'wall ms':>8} {'p25':>6} {'p75':>6} {'÷ sqla':>6}"
+        f" {'CPU ms':>7} {'÷ sqla':>6}"
+    )
     for label, t in times.items():
         q = statistics.quantiles(t, n=4)
-        med = statistics.median(t)
-        print(f"{label:48} {med:9.1f} {q[0]:7.1f} {q[2]:7.1f} {med / sqla:7.2f}")
+        med, cpu = statistics.median(t), statistics.median(cpus[label])
+        print(
+            f"{label:48} {med:8.1f} {q[0]:6.1f} {q[2]:6.1f} {med / sqla:6.2f}"
+            f" {cpu:7.1f} {cpu / sqla_cpu:6.2f}"
+        )
     for i, src in enumerate(srcs):
         its = [importtime(src, url) for _ in range(args.profile_runs)]
         phs = [phases(src, url) for _ in range(args.profile_runs)]
