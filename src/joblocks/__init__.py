@@ -13,46 +13,52 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from . import _config
-from ._decorator import single_instance
-from ._errors import (
-    LeaseLost,
-    LockBackendError,
-    LockConnectionError,
-    LockDriverMissing,
-    LockError,
-    LockExistsError,
-    LockHoldersMismatch,
-    LockNotAcquired,
-    LockPermissionError,
-    LockReadOnlyError,
-    LockTableError,
-    LockTableMismatch,
-    LockTableMissing,
-    LockTimeoutError,
-)
-from ._events import Event, EventKind, add_listener, remove_listener
-from ._identity import worker_id
-from ._lease import Lease
-from ._ledger import Run
-from ._model import JobLockModel
-from ._options import LeaseKwargs, RunOptions
-from ._records import JobLock
-from ._run import lease, run_with_lock
-from ._schedule import Schedule
-from ._schema import (
-    JOB_LOCKS_TABLE_NAME,
-    JOB_RUNS_TABLE_NAME,
-    build_runs_table,
-    build_table,
-    job_locks,
-    job_runs,
-    metadata,
-    runs_metadata,
-)
-from ._statements import ACQUIRE_PATHS, AcquirePath
-from ._validate import MAX_HOLDER_BYTES, MAX_KEY_BYTES, Duration
 from ._version import __version__
+
+if TYPE_CHECKING:
+    from ._config import configure as configure
+    from ._decorator import single_instance
+    from ._errors import (
+        LeaseLost,
+        LockBackendError,
+        LockConnectionError,
+        LockDriverMissing,
+        LockError,
+        LockExistsError,
+        LockHoldersMismatch,
+        LockNotAcquired,
+        LockPermissionError,
+        LockReadOnlyError,
+        LockTableError,
+        LockTableMismatch,
+        LockTableMissing,
+        LockTimeoutError,
+    )
+    from ._events import Event, EventKind, add_listener, remove_listener
+    from ._identity import worker_id
+    from ._lease import Lease
+    from ._ledger import Run
+    from ._model import JobLockModel
+    from ._options import LeaseKwargs, RunOptions
+    from ._records import JobLock
+    from ._run import lease, run_with_lock
+    from ._schedule import Schedule
+    from ._schema import (
+        JOB_LOCKS_TABLE_NAME,
+        JOB_RUNS_TABLE_NAME,
+        build_runs_table,
+        build_table,
+        job_locks,
+        job_runs,
+        metadata,
+        runs_metadata,
+    )
+    from ._statements import ACQUIRE_PATHS, AcquirePath
+    from ._validate import MAX_HOLDER_BYTES, MAX_KEY_BYTES, Duration
+
+    #: This process's holder id (a UUID string). Read as ``joblocks.WORKER_ID`` to see
+    #: the current value: a forked child gets a new one.
+    WORKER_ID: str
 
 __all__ = [
     "ACQUIRE_PATHS",
@@ -103,21 +109,83 @@ __all__ = [
     "worker_id",
 ]
 
-configure = _config.configure
-
-if TYPE_CHECKING:
-    #: This process's holder id (a UUID string). Read as ``joblocks.WORKER_ID`` to see
-    #: the current value: a forked child gets a new one.
-    WORKER_ID: str
+#: Where each public name is defined: importing ``joblocks`` loads none of them (nor
+#: SQLAlchemy); the first use of a name imports its module (PEP 562), so that
+#: ``python -m joblocks --help`` and the CLI's argument parsing stay cheap.
+_LAZY = {
+    "configure": "._config",
+    "single_instance": "._decorator",
+    **dict.fromkeys(
+        (
+            "LeaseLost",
+            "LockBackendError",
+            "LockConnectionError",
+            "LockDriverMissing",
+            "LockError",
+            "LockExistsError",
+            "LockHoldersMismatch",
+            "LockNotAcquired",
+            "LockPermissionError",
+            "LockReadOnlyError",
+            "LockTableError",
+            "LockTableMismatch",
+            "LockTableMissing",
+            "LockTimeoutError",
+        ),
+        "._errors",
+    ),
+    **dict.fromkeys(("Event", "EventKind", "add_listener", "remove_listener"), "._events"),
+    "worker_id": "._identity",
+    "Lease": "._lease",
+    "Run": "._ledger",
+    "JobLockModel": "._model",
+    "LeaseKwargs": "._options",
+    "RunOptions": "._options",
+    "JobLock": "._records",
+    "lease": "._run",
+    "run_with_lock": "._run",
+    "Schedule": "._schedule",
+    **dict.fromkeys(
+        (
+            "JOB_LOCKS_TABLE_NAME",
+            "JOB_RUNS_TABLE_NAME",
+            "build_runs_table",
+            "build_table",
+            "job_locks",
+            "job_runs",
+            "metadata",
+            "runs_metadata",
+        ),
+        "._schema",
+    ),
+    "ACQUIRE_PATHS": "._statements",
+    "AcquirePath": "._statements",
+    **dict.fromkeys(("MAX_HOLDER_BYTES", "MAX_KEY_BYTES", "Duration"), "._validate"),
+}
 
 
 def get_model(name: str | None = None) -> JobLockModel:
     """The model of the default database (see :func:`configure`), or of instance ``name``."""
+    from . import _config
+
     model: JobLockModel = _config.get_model(name)
     return model
 
 
 def __getattr__(name: str) -> Any:
     if name == "WORKER_ID":
+        from ._identity import worker_id
+
         return worker_id()
-    raise AttributeError(f"module 'joblocks' has no attribute {name!r}")
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'joblocks' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value  # once: later reads are plain module attributes
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -11,7 +11,7 @@ triggers advance whenever a grant writes a larger token.
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import (
     DDL,
@@ -146,9 +146,11 @@ def sqlite_counter_ddl(table_name: str, counter: str) -> list[str]:
     ]
 
 
-#: The default table, ready for Alembic's ``target_metadata`` or ``metadata.create_all``.
-metadata = MetaData()
-job_locks = build_table(metadata)
+if TYPE_CHECKING:
+    #: The default table, ready for Alembic's ``target_metadata`` or
+    #: ``metadata.create_all`` (made on first use: see ``__getattr__`` below).
+    metadata: MetaData
+    job_locks: Table
 
 # -- the run ledger (``record=True``; see ``_ledger``) ---------------------------------
 
@@ -216,9 +218,11 @@ def build_runs_table(
     return table
 
 
-#: The default ledger table, in a MetaData of its own (opt-in, see ``build_runs_table``).
-runs_metadata = MetaData()
-job_runs = build_runs_table(runs_metadata)
+if TYPE_CHECKING:
+    #: The default ledger table, in a MetaData of its own (opt-in, see
+    #: ``build_runs_table``; made on first use).
+    runs_metadata: MetaData
+    job_runs: Table
 
 
 def ddl_statements(
@@ -364,3 +368,18 @@ def check_shape(conn: Connection, table: Table) -> None:
     if problems:
         where = conn.engine.url.render_as_string(hide_password=True)
         raise LockTableMismatch(where, table.fullname, problems)
+
+
+def __getattr__(name: str) -> Any:
+    """``metadata``/``job_locks`` and ``runs_metadata``/``job_runs``, built once, on first
+    use: a process that names its own table (the CLI, ``JobLockModel(table_name=...)``)
+    does not build the default ones at import."""
+    if name in ("metadata", "job_locks"):
+        made = MetaData()
+        globals().update(metadata=made, job_locks=build_table(made))
+    elif name in ("runs_metadata", "job_runs"):
+        made = MetaData()
+        globals().update(runs_metadata=made, job_runs=build_runs_table(made))
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return globals()[name]

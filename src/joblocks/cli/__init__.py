@@ -20,7 +20,9 @@ with a ``register(sub, common)`` function, which :func:`build_parser` calls in t
 - :mod:`._format`: durations, times, tables and JSON for the output.
 
 Imports are kept lazy: parsing the command line needs only the standard library, and
-each command imports the parts of the library it uses.
+each command imports the parts of the library it uses. ``joblocks run`` (the command
+cron starts) builds a parser with ``run`` alone and does not import the other commands'
+modules (see :func:`main`).
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from collections.abc import Sequence
 from typing import Callable
 
 from .._version import __version__
-from . import history, locks, run, setup
+from . import run
 from ._common import (
     DURATION_OPTIONS,
     EXIT_BACKEND,
@@ -47,7 +49,6 @@ from ._common import (
     table_name_type,
 )
 from ._format import err
-from ._hints import backend_hint
 
 __all__ = ["build_parser", "main"]
 
@@ -87,8 +88,13 @@ the conflict code (default 0) when the lock is held elsewhere, 75 lock lost."""
 # -- the parser -------------------------------------------------------------------------
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The ``joblocks`` argument parser (global options work before or after the command)."""
+def build_parser(run_only: bool = False) -> argparse.ArgumentParser:
+    """The ``joblocks`` argument parser (global options work before or after the command).
+
+    ``run_only``: the ``run`` subcommand alone (what :func:`main` uses for a plain
+    ``joblocks [database options] run ...``, whose parsing, help and errors are those of
+    the full parser); the other commands' modules are then not imported.
+    """
     common = Parser(add_help=False)
     glob = common.add_argument_group("database options")
     glob.add_argument(
@@ -125,9 +131,12 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     run.register(sub, common)
-    locks.register(sub, common)
-    setup.register(sub, common)
-    history.register(sub, common)
+    if not run_only:
+        from . import history, locks, setup
+
+        locks.register(sub, common)
+        setup.register(sub, common)
+        history.register(sub, common)
     return parser
 
 
@@ -180,10 +189,29 @@ def _command_of(words: Sequence[str]) -> str | None:
 # -- main -------------------------------------------------------------------------------
 
 
+def _plain_run(words: Sequence[str]) -> bool:
+    """Whether ``words`` are ``run ...`` with only the database options (written in full)
+    or ``--debug`` before it: no ``--help``, ``--version`` or abbreviated option that
+    the top-level parser would act on, so the parser of ``run`` alone parses them as
+    the full one does."""
+    skip = False
+    for word in words:
+        if skip:
+            skip = False
+        elif word in _VALUE_OPTIONS:
+            skip = True
+        elif word == "--debug" or ("=" in word and word.split("=", 1)[0] in _VALUE_OPTIONS):
+            continue
+        else:
+            return word == "run"
+    return False
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit code (see ``docs/cli.md``)."""
-    parser = build_parser()
-    args = parse_args(parser, sys.argv[1:] if argv is None else argv)
+    words = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(run_only=_plain_run(words))
+    args = parse_args(parser, words)
     debug = bool(getattr(args, "debug", False))
     restore = _setup_logging(debug)
     try:
@@ -208,6 +236,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _report(exc: Exception, debug: bool) -> int:
     from .._errors import LockBackendError, LockError
+    from ._hints import backend_hint
 
     if isinstance(exc, LockBackendError):
         err(f"{exc}{backend_hint(exc)}")

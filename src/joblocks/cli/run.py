@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
-import shlex
 import signal
 import subprocess
 import threading
@@ -82,6 +81,8 @@ def _terminal_foreground() -> bool:
 
 
 def _command_text(command: list[str]) -> str:
+    import shlex
+
     text = printable(shlex.join(command))
     return text if len(text) <= 200 else text[:197] + "..."
 

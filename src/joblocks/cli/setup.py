@@ -23,7 +23,6 @@ from ._common import (
     table_options,
 )
 from ._format import dump_json, fields, out
-from .doctor import doctor
 
 
 def cmd_init(args: argparse.Namespace) -> int:
@@ -133,6 +132,13 @@ def cmd_where(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_doctor(args: argparse.Namespace) -> int:
+    """``joblocks doctor`` (:func:`joblocks.cli.doctor.doctor`, imported only when run)."""
+    from .doctor import doctor
+
+    return doctor(args)
+
+
 def register(sub: Any, common: argparse.ArgumentParser) -> None:
     """Add ``init``, ``doctor`` and ``where`` to the subcommands ``sub``."""
     init = add_command(sub, common, "init", cmd_init, "create the lock table, or print its DDL")
@@ -143,7 +149,7 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
     )
 
     doc = add_command(
-        sub, common, "doctor", doctor, "check the database, table, fencing and clocks"
+        sub, common, "doctor", cmd_doctor, "check the database, table, fencing and clocks"
     )
     doc.add_argument("--json", action="store_true", help="print JSON")
 
