@@ -95,46 +95,9 @@ def _sync_ops(job: dict[str, Any], holder: str) -> tuple[Any, Any, Any, tuple[ty
 def _contend_sync(
     job: dict[str, Any], index: int, results: Any, go: Any, window: Any, retries: _RetryCounter
 ) -> dict[str, Any]:
-    holder = holder_name(f"w{index}")
-    acquire, release, close, transient = _sync_ops(job, holder)
-    tally = _Tally()
-    clock = time.monotonic_ns
-    try:
-        results.put(("ready", index, None))
-        go.wait()
-        start_ns, end_ns = int(window[0] * 1e9), int(window[1] * 1e9)
-        counting = False
-        while True:
-            now = clock()
-            if now >= end_ns:
-                break
-            if not counting and now >= start_ns:
-                counting = retries.counting = True
-            try:
-                token = acquire()
-                if token is not None:
-                    held = clock()
-                    releasing = clock()
-                    tally.spans.extend((held, releasing, token))
-                    if not release() and counting:
-                        tally.lost += 1
-            except transient:
-                if counting:
-                    tally.retries += 1
-                continue
-            except Exception as exc:
-                if counting:
-                    tally.errors += 1
-                    tally.kinds[_short(exc)] += 1
-                continue
-            if counting:
-                tally.attempts += 1
-                tally.wins += token is not None
-        with contextlib.suppress(Exception):
-            release()
-        return tally.result(retries.count)
-    finally:
-        close()
+    ops = _sync_ops(job, holder_name(f"w{index}"))
+    (tally,) = _contend_sides((ops,), 0, index, results, go, window, retries)
+    return tally.result(retries.count)
 
 
 def _contend_alternating(
@@ -151,21 +114,37 @@ def _contend_alternating(
         _sync_ops(dict(job, kind="joblocks"), holder),
         _sync_ops(dict(job, kind="raw", table=job["raw_table"], variant="upsert"), holder),
     )
-    tallies = (_Tally(), _Tally())
-    clock = time.monotonic_ns
     slice_ns = int(job["slice_s"] * 1e9)
+    jl, raw = _contend_sides(sides, slice_ns, index, results, go, window, retries)
+    return {"joblocks": jl.result(retries.count), "raw": raw.result(0)}
+
+
+def _contend_sides(
+    sides: tuple[tuple[Any, Any, Any, tuple[type, ...]], ...],
+    slice_ns: int,
+    index: int,
+    results: Any,
+    go: Any,
+    window: Any,
+    retries: _RetryCounter,
+) -> list[_Tally]:
+    """The sync contention loop over ``sides`` (``_sync_ops`` results): with one side,
+    that side all the time; with two, in turn, slices of ``slice_ns`` counted from the
+    window's start. Closes every side's client at the end."""
+    tallies = [_Tally() for _ in sides]
+    clock = time.monotonic_ns
     try:
         results.put(("ready", index, None))
         go.wait()
         start_ns, end_ns = int(window[0] * 1e9), int(window[1] * 1e9)
+        counting = False
         while True:
             now = clock()
             if now >= end_ns:
                 break
-            counting = now >= start_ns
-            if counting:
-                retries.counting = True
-            side = ((now - start_ns) // slice_ns) % 2 if counting else (now // slice_ns) % 2
+            if not counting and now >= start_ns:
+                counting = retries.counting = True
+            side = 0 if len(sides) == 1 else ((now - start_ns) // slice_ns) % 2
             acquire, release, _close, transient = sides[side]
             tally = tallies[side]
             try:
@@ -191,7 +170,7 @@ def _contend_alternating(
         for _acquire, release, _close, _transient in sides:
             with contextlib.suppress(Exception):
                 release()
-        return {"joblocks": tallies[0].result(retries.count), "raw": tallies[1].result(0)}
+        return tallies
     finally:
         for _acquire, _release, close, _transient in sides:
             with contextlib.suppress(Exception):

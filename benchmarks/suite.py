@@ -696,18 +696,7 @@ def contention_alternating_bar(res: dict[str, Stats]) -> tuple[float, str, str] 
     driver sending the same statements, both within each run (slices of
     :data:`SLICE_S`), the median of the per-run ratios; with their min–max."""
     jl, raw = (res.get(label) for label in ALTERNATING.values())
-    if not jl or not raw or "error" in jl or "error" in raw:
-        return None
-    ratios = [
-        a["wins_per_s"] / b["wins_per_s"]
-        for a, b in zip(jl.get("rounds", []), raw.get("rounds", []))
-        if "error" not in a and "error" not in b and b.get("wins_per_s")
-    ]
-    if not ratios:
-        return None
-    spread = f"{min(ratios):.2f}–{max(ratios):.2f}" if len(ratios) > 1 else f"{ratios[0]:.2f}"
-    detail = f"{jl['wins_per_s']:,.0f} vs {raw['wins_per_s']:,.0f} wins/s (medians)"
-    return statistics.median(ratios), spread, detail
+    return _per_round_bar(jl, raw)
 
 
 #: The raw baseline of issue 14's contention bar: the same one-statement acquire
@@ -724,18 +713,23 @@ def contention_bar(res: dict[str, Stats]) -> tuple[float, str, str] | None:
     round's load weighs on both figures of its ratio, and the max of two noisy raw
     medians is biased up."""
     default = next((s for label, s in res.items() if "(default)" in label), None)
-    raw = res.get(CONTENTION_BASELINE)
-    if not default or not raw or "error" in default or "error" in raw:
+    return _per_round_bar(default, res.get(CONTENTION_BASELINE))
+
+
+def _per_round_bar(jl: Stats | None, raw: Stats | None) -> tuple[float, str, str] | None:
+    """The median of per-round ratios joblocks ÷ raw wins/s, their min–max, and the
+    medians: None unless both ran."""
+    if not jl or not raw or "error" in jl or "error" in raw:
         return None
     ratios = [
         a["wins_per_s"] / b["wins_per_s"]
-        for a, b in zip(default.get("rounds", []), raw.get("rounds", []))
+        for a, b in zip(jl.get("rounds", []), raw.get("rounds", []))
         if "error" not in a and "error" not in b and b.get("wins_per_s")
     ]
     if not ratios:
         return None
     spread = f"{min(ratios):.2f}–{max(ratios):.2f}" if len(ratios) > 1 else f"{ratios[0]:.2f}"
-    detail = f"{default['wins_per_s']:,.0f} vs {raw['wins_per_s']:,.0f} wins/s (medians)"
+    detail = f"{jl['wins_per_s']:,.0f} vs {raw['wins_per_s']:,.0f} wins/s (medians)"
     return statistics.median(ratios), spread, detail
 
 
