@@ -105,12 +105,7 @@ def execute(conn: Connection | Checkout, stmt: Prepared, values: Mapping[str, An
     cursor: Any = None
     try:
         cursor = direct.cursor()
-        cursor.execute(stmt.sql, params)
-        return _Result(
-            cursor.fetchall() if cursor.description else _NO_ROWS,
-            cursor.rowcount,
-            getattr(cursor, "lastrowid", None),
-        )
+        return _sent(cursor, stmt.sql, params)
     except BaseException as exc:
         failure = _failure(conn, direct, cursor, stmt.sql, params, exc)
         if failure is None:

@@ -2,11 +2,10 @@
 
 Every operation of a model or a lease is a generator here: it validates its
 arguments, then yields the step it needs next and is sent that step's result
-back (an operation that is one call and nothing more validates its arguments and
-returns that call's generator, ``_steps.call``: one generator less per call). A face
-only says how to do a step (the steps are in ``_steps``) in its driver:
-``JobLockModel._drive`` in ``_model`` calls and sleeps with ``time.sleep``, the one in
-``_aio_model`` awaits and sleeps with ``asyncio.sleep``. An error of a step is thrown back into the
+back (an operation that is one call returns ``_steps.call``'s generator itself). A
+face only says how to do a step (``_steps``) in its driver: ``JobLockModel._drive``
+in ``_model`` calls and sleeps with ``time.sleep``, the one in ``_aio_model`` awaits
+and sleeps with ``asyncio.sleep``. An error of a step is thrown back into the
 generator at its ``yield``, so ``try``/``except``/``finally`` here mean the same on
 both faces. (The shape of h11 and httpcore: the protocol knows no I/O.)
 """

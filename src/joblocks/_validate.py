@@ -53,30 +53,26 @@ def _text(value: object, name: str, max_bytes: int) -> str:
 
 def lock_key(value: object, name: str = "lock_key") -> str:
     """Validate a lock key: a non-blank str without NUL, at most 512 UTF-8 bytes."""
-    if (
-        type(value) is str
-        and value.isascii()
-        and len(value) <= MAX_KEY_BYTES
-        and "\x00" not in value
-        and value
-        and not value.isspace()
-    ):
-        return value
-    return _text(value, name, MAX_KEY_BYTES)
+    return _short_text(value, name, MAX_KEY_BYTES)
 
 
 def holder(value: object, name: str = "holder") -> str:
     """Validate a holder id: a non-blank str without NUL, at most 255 UTF-8 bytes."""
+    return _short_text(value, name, MAX_HOLDER_BYTES)
+
+
+def _short_text(value: object, name: str, limit: int) -> str:
+    """:func:`_text`, with ASCII text decided in one test."""
     if (
         type(value) is str
         and value.isascii()
-        and len(value) <= MAX_HOLDER_BYTES
+        and len(value) <= limit
         and "\x00" not in value
         and value
         and not value.isspace()
     ):
         return value
-    return _text(value, name, MAX_HOLDER_BYTES)
+    return _text(value, name, limit)
 
 
 def duration_ms(value: object, name: str, *, allow_zero: bool = False) -> int:

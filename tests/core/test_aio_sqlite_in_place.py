@@ -91,6 +91,15 @@ def _hold_write_lock(path: Path, seconds: float, started: threading.Event) -> No
         holder.close()
 
 
+async def _writer_holding(path: Path, seconds: float) -> threading.Thread:
+    """A thread holding ``path``'s write lock for ``seconds``, once it holds it."""
+    started = threading.Event()
+    writer = threading.Thread(target=_hold_write_lock, args=(path, seconds, started))
+    writer.start()
+    assert await asyncio.get_running_loop().run_in_executor(None, started.wait, 10)
+    return writer
+
+
 def test_a_statement_meeting_another_writer_waits_off_the_loop(
     tmp_path: Path, table_name: str
 ) -> None:
@@ -102,10 +111,7 @@ def test_a_statement_meeting_another_writer_waits_off_the_loop(
         try:
             assert await model.acquire("warm", TTL, "h") is True
             seen.clear()
-            started = threading.Event()
-            writer = threading.Thread(target=_hold_write_lock, args=(path, 0.5, started))
-            writer.start()
-            assert await asyncio.get_running_loop().run_in_executor(None, started.wait, 10)
+            writer = await _writer_holding(path, 0.5)
             ticks = 0
 
             async def ticker() -> None:
@@ -143,10 +149,7 @@ def test_a_writer_holding_on_past_the_timeout_is_a_backend_error(
         model = joblocks.aio.JobLockModel(f"sqlite:///{path}", table_name=table_name, timeout=300)
         try:
             assert await model.acquire("warm", TTL, "h") is True
-            started = threading.Event()
-            writer = threading.Thread(target=_hold_write_lock, args=(path, 2.0, started))
-            writer.start()
-            assert await asyncio.get_running_loop().run_in_executor(None, started.wait, 10)
+            writer = await _writer_holding(path, 2.0)
             try:
                 with pytest.raises(joblocks.LockBackendError):
                     await asyncio.wait_for(model.acquire("k", TTL, "h"), 10)
@@ -173,10 +176,7 @@ def test_operations_waiting_together_each_keep_their_connection(
         )
         try:
             assert await model.acquire("warm", TTL, "h") is True
-            started = threading.Event()
-            writer = threading.Thread(target=_hold_write_lock, args=(path, 0.5, started))
-            writer.start()
-            assert await asyncio.get_running_loop().run_in_executor(None, started.wait, 10)
+            writer = await _writer_holding(path, 0.5)
             try:
                 got = await asyncio.wait_for(
                     asyncio.gather(*(model.acquire(f"k{i}", TTL, f"h{i}") for i in range(4))),
@@ -309,10 +309,7 @@ def test_a_cancelled_wait_off_the_loop_finishes_and_keeps_the_model_usable(
         model = joblocks.aio.JobLockModel(f"sqlite:///{path}", table_name=table_name)
         try:
             assert await model.acquire("warm", TTL, "h") is True
-            started = threading.Event()
-            writer = threading.Thread(target=_hold_write_lock, args=(path, 0.5, started))
-            writer.start()
-            assert await asyncio.get_running_loop().run_in_executor(None, started.wait, 10)
+            writer = await _writer_holding(path, 0.5)
             try:
                 with pytest.raises(asyncio.TimeoutError):
                     await asyncio.wait_for(model.acquire("k", 200, "cancelled"), 0.1)
