@@ -22,6 +22,7 @@ import collections
 import contextlib
 import logging
 import multiprocessing
+import os
 import queue
 import time
 import traceback
@@ -56,6 +57,8 @@ class _Tally:
         self.wins = self.attempts = self.errors = self.lost = self.retries = 0
         self.kinds: collections.Counter[str] = collections.Counter()
         self.spans = array.array("q")  # start, end, fence, start, end, fence, ...
+        self.cpu_ns = 0  # this process's CPU time while counting, in this side's slices
+        self.busy_cores: float | None = None  # the machine's, over the counted window
 
     def result(self, retries: int) -> dict[str, Any]:
         return {
@@ -66,6 +69,8 @@ class _Tally:
             "retries": self.retries + retries,
             "error_kinds": dict(self.kinds.most_common(5)),
             "spans": self.spans.tobytes(),
+            "cpu_ns": self.cpu_ns,
+            "busy_cores": self.busy_cores,
         }
 
 
@@ -119,6 +124,27 @@ def _contend_alternating(
     return {"joblocks": jl.result(retries.count), "raw": raw.result(0)}
 
 
+def _machine_cpu() -> tuple[int, int] | None:
+    """The machine's (busy, total) CPU ticks so far, all cores (``/proc/stat``; None
+    where there is none)."""
+    try:
+        with open("/proc/stat", encoding="ascii") as f:
+            ticks = [int(v) for v in f.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    idle = ticks[3] + (ticks[4] if len(ticks) > 4 else 0)  # idle + iowait
+    return sum(ticks[:8]) - idle, sum(ticks[:8])
+
+
+def _busy_cores(before: tuple[int, int] | None, after: tuple[int, int] | None) -> float | None:
+    """How many of the machine's cores were busy on average between two
+    :func:`_machine_cpu` readings."""
+    if before is None or after is None or after[1] <= before[1]:
+        return None
+    cores = os.cpu_count() or 1
+    return (after[0] - before[0]) / (after[1] - before[1]) * cores
+
+
 def _contend_sides(
     sides: tuple[tuple[Any, Any, Any, tuple[type, ...]], ...],
     slice_ns: int,
@@ -133,18 +159,31 @@ def _contend_sides(
     window's start. Closes every side's client at the end."""
     tallies = [_Tally() for _ in sides]
     clock = time.monotonic_ns
+    cpu = time.process_time_ns
     try:
         results.put(("ready", index, None))
         go.wait()
         start_ns, end_ns = int(window[0] * 1e9), int(window[1] * 1e9)
         counting = False
+        machine: tuple[int, int] | None = None
+        # The process's CPU time is read at each slice's start (a few times a second,
+        # not per attempt) and charged to the side that slice ran.
+        segment = -1
+        cpu_mark = 0
         while True:
             now = clock()
             if now >= end_ns:
                 break
             if not counting and now >= start_ns:
                 counting = retries.counting = True
-            side = 0 if len(sides) == 1 else ((now - start_ns) // slice_ns) % 2
+                machine = _machine_cpu() if index == 0 else None
+            turn = 0 if len(sides) == 1 else (now - start_ns) // slice_ns
+            if counting and turn != segment:
+                cpu_now = cpu()
+                if segment >= 0:
+                    tallies[segment % len(sides)].cpu_ns += cpu_now - cpu_mark
+                segment, cpu_mark = turn, cpu_now
+            side = turn % len(sides)
             acquire, release, _close, transient = sides[side]
             tally = tallies[side]
             try:
@@ -167,6 +206,12 @@ def _contend_sides(
             if counting:
                 tally.attempts += 1
                 tally.wins += token is not None
+        if segment >= 0:
+            tallies[segment % len(sides)].cpu_ns += cpu() - cpu_mark
+        if counting and machine is not None:
+            busy_cores = _busy_cores(machine, _machine_cpu())
+            for tally in tallies:
+                tally.busy_cores = busy_cores
         for _acquire, release, _close, _transient in sides:
             with contextlib.suppress(Exception):
                 release()
@@ -424,4 +469,10 @@ def _stats(
         "fence_errors": fence_errors,
         "examples": examples,
         "rows_left": rows_left,
+        # CPU time of the workers while counting (this variant's slices only), and how
+        # many of the machine's cores were busy over the whole counted window.
+        "seconds": seconds,
+        "client_cpu_s": sum(o.get("cpu_ns", 0) for o in outcomes) / 1e9,
+        "wins": sum(wins),
+        "busy_cores": next((o["busy_cores"] for o in outcomes if o.get("busy_cores")), None),
     }

@@ -10,6 +10,11 @@ wall time per acquire+release pair printed:
 - the same on the psycopg connection behind a connection of joblocks' pool, joblocks'
   own statements (what the face's statements cost the client with no layer around);
 - ``greenlet_spawn`` of a function doing nothing, twice (each call of the face pays one);
+- one ``greenlet_spawn`` per call awaiting joblocks' statement on that same pooled
+  connection, held (no check-out, no joblocks code): the least a call costs on the
+  path DESIGN.md prescribes for the asyncio face (the sync functions run through
+  ``AsyncConnection.run_sync``, i.e. in a greenlet, awaiting each statement with one
+  switch to the loop and back);
 - the same, checking a connection out of the pool and back in (``_execute.Checkout``);
 - ``_ops.acquire`` + ``_ops.release`` run as the face runs them (``_in_greenlet``: the
   greenlet, the check-out, the statements awaited on psycopg), without the life cycle;
@@ -33,10 +38,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import joblocks.aio
 from benchmarks import _common as C
 from joblocks import _ops
-from joblocks._execute import Checkout
-from joblocks._sqla import greenlet_spawn
+from joblocks._execute import Checkout, _awaited
+from joblocks._sqla import awaited, greenlet_spawn
 
 HOLDER = "h"
+RAW = "raw psycopg async, own connection"
+FLOOR = "greenlet per call, pooled connection held, SQL only"
+FACE = "joblocks.aio acquire + release"
 
 
 async def measure(url: str, calls: int, rounds: int) -> dict[str, tuple[float, float]]:
@@ -63,6 +71,17 @@ async def measure(url: str, calls: int, rounds: int) -> dict[str, tuple[float, f
     def nothing() -> None:
         return None
 
+    def held_statement(sql: str, params: Any) -> None:
+        awaited(_awaited(pooled, sql, params))
+
+    async def greenlet_floor() -> None:
+        await greenlet_spawn(
+            held_statement, up.sql, up.params({"key": "k5", "holder": HOLDER, "ttl": 1})
+        )
+        await greenlet_spawn(
+            held_statement, st.release.sql, st.release.params({"key": "k5", "holder": HOLDER})
+        )
+
     def checkout() -> None:
         Checkout(engine).close()
 
@@ -88,12 +107,13 @@ async def measure(url: str, calls: int, rounds: int) -> dict[str, tuple[float, f
         return cpu / calls * 1e6, wall / calls * 1e6
 
     layers: dict[str, Callable[[], Awaitable[Any]]] = {
-        "raw psycopg async, own connection": raw_pair,
+        RAW: raw_pair,
         "psycopg connection of the pool, joblocks' SQL": pooled_pair,
         "greenlet_spawn x2, nothing in it": lambda: spawns(nothing),
         "greenlet_spawn x2 + pool check-out/in": lambda: spawns(checkout),
+        FLOOR: greenlet_floor,
         "_in_greenlet acquire + release (no life cycle)": in_greenlet,
-        "joblocks.aio acquire + release": face,
+        FACE: face,
     }
     found: dict[str, list[tuple[float, float]]] = {name: [] for name in layers}
     try:
@@ -128,6 +148,14 @@ def main() -> int:
     print(f"  {'layer':48} {'CPU':>7} {'wall':>7}")
     for name, (cpu, wall) in result.items():
         print(f"  {name:48} {cpu:7.1f} {wall:7.1f}")
+    raw_cpu, raw_wall = result[RAW]
+    floor_cpu, floor_wall = result[FLOOR]
+    face_cpu, face_wall = result[FACE]
+    print(
+        f"  the face ÷ raw: {raw_wall / face_wall:.2f} wall, {raw_cpu / face_cpu:.2f} CPU; "
+        f"ceiling on the run_sync path (raw ÷ {FLOOR!r}): "
+        f"{raw_wall / floor_wall:.2f} wall, {raw_cpu / floor_cpu:.2f} CPU (issue 14's bar: ≥ 0.85)"
+    )
     return 0
 
 

@@ -125,6 +125,7 @@ def sqlite_layers(rounds: int, pairs: int) -> None:
     minimum over the rounds are printed. CPU time of this thread (``thread_time``), not
     wall time: waiting for the scheduler on a shared machine is not counted.
     """
+    import sqlite3
     import statistics
 
     import joblocks
@@ -161,6 +162,43 @@ def sqlite_layers(rounds: int, pairs: int) -> None:
             cur = dbapi.cursor()
             cur.execute(rel.sql, (key, who))
             cur.close()
+
+        # The least any library adds around those statements: its arguments checked,
+        # a connection taken from and put back in a list, the driver's errors turned
+        # into its own; no life cycle, no retry, no events.
+        kept = [dbapi]
+        driver_error = sqlite3.Error
+
+        def thin_call(sql: str, params: tuple[Any, ...], rows: bool) -> Any:
+            c = kept.pop()
+            try:
+                cur = c.cursor()
+                try:
+                    cur.execute(sql, params)
+                    return cur.fetchall() if rows else cur.rowcount
+                finally:
+                    cur.close()
+            except driver_error as exc:
+                raise RuntimeError(str(exc)) from exc
+            finally:
+                kept.append(c)
+
+        def thin_acquire(k: Any, t: Any, h: Any) -> int | None:
+            if type(k) is not str or not k or type(h) is not str or not h:
+                raise ValueError("lock_key and holder: non-empty text")
+            if type(t) is not int or t <= 0:
+                raise ValueError("ttl: a positive int")
+            found = thin_call(acq.sql, (k, h, t), True)
+            return int(found[0][0]) if found else None
+
+        def thin_release(k: Any, h: Any) -> bool:
+            if type(k) is not str or not k or type(h) is not str or not h:
+                raise ValueError("lock_key and holder: non-empty text")
+            return bool(thin_call(rel.sql, (k, h), False) > 0)
+
+        def thinnest() -> None:
+            thin_acquire(key, ttl, who)
+            thin_release(key, who)
 
         def execute() -> None:
             _execute.execute(conn, acq, {"key": key, "holder": who, "ttl": ttl})
@@ -201,6 +239,7 @@ def sqlite_layers(rounds: int, pairs: int) -> None:
             ("raw sqlite3, no token (the bar's baseline)", raw_notoken),
             ("raw sqlite3, with token", raw_token),
             ("joblocks' statements, bare sqlite3 cursor", cursor),
+            ("the thinnest library: checks, a kept connection, errors", thinnest),
             ("+ _execute.execute", execute),
             ("+ _ops (parameters, outcome)", ops),
             ("+ the connection cache (_attempt)", attempt),

@@ -29,6 +29,10 @@ MEASURED = {
     "(issue 14) contention wins/s, joblocks sync ÷ raw, same statement, alternating slices": "*",
     "(issue 14) `joblocks run` ÷ `python -c 'import sqlalchemy'` (medians)": "*",
 }
+PG_IMPORTS = "python -c 'import psycopg, sqlalchemy.dialects.postgresql.psycopg'"
+MEASURED_ALTERNATING = (
+    "(issue 14) contention wins/s, joblocks sync ÷ raw, same statement, alternating slices"
+)
 #: Targets that are checks, not speed: they hold on any machine.
 CHECKS = (
     "contention: zero overlaps, zero lost (all variants)",
@@ -68,3 +72,19 @@ def test_suite_smoke_measures_every_bar(tmp_path: Path) -> None:
         for db in ran:
             t = targets[(name, db)]
             assert t["met"] is True, t
+    for db in ran:
+        # The alternating contention run charges each variant the workers' CPU time of
+        # its own slices, and reads the machine's busy cores over the run: the CPU per
+        # win that bounds the bar is printed with it.
+        for side in ("joblocks sync, upsert", "raw, one-statement upsert"):
+            rounds = res["results"]["contention"][db][f"alternating slices: {side}"]["rounds"]
+            for stats in rounds:
+                assert stats["client_cpu_s"] > 0, (db, side, stats)
+                assert stats["wins"] > 0, (db, side, stats)
+                assert stats["busy_cores"] is None or stats["busy_cores"] > 0, (db, stats)
+        t = targets[(MEASURED_ALTERNATING, db)]
+        assert "CPU per win: client" in str(t["detail"]), t
+    if "postgresql" in ran:
+        # The floor of the "÷ dislock's CLI" bar: the imports of a PostgreSQL run.
+        floor = res["results"]["cli"][PG_IMPORTS]
+        assert floor["median_ms"] > 0, floor
