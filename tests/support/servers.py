@@ -18,12 +18,28 @@ Typical use::
 
 Running as root, the servers run as the ``postgres`` / ``mysql`` system
 users; otherwise as the current user.
+
+A server never outlives the process that started it. Being in a session of its
+own, it gets no signal from the terminal or from a kill of pytest's process
+group, so three things stop it, from the gentlest:
+
+- ``stop()`` (pytest's session cleanup, see ``tests/support/matrix.py``), and
+  an ``atexit`` hook for any server still running when the interpreter exits;
+- a SIGTERM handler, installed when the first server starts, that raises
+  KeyboardInterrupt (as Ctrl-C does): without it SIGTERM ends Python at once,
+  running neither pytest's cleanup nor ``atexit``;
+- on Linux, the kernel's parent-death signal (``prctl(PR_SET_PDEATHSIG)``, set
+  in the server's process before it executes the server): the server gets its
+  own shutdown signal when the thread that started it ends, however it ends
+  (SIGKILL, ``os._exit``, a crash, a timeout of the job). Its data directory is
+  then left behind in the temporary directory.
 """
 
 from __future__ import annotations
 
 import atexit
 import contextlib
+import ctypes
 import dataclasses
 import glob
 import os
@@ -33,7 +49,9 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -57,6 +75,8 @@ MARIADB_DATABASE = "joblocks_test"
 """Database created on every MariaDB server and named in its URL."""
 
 _SHUTDOWN_TIMEOUT = 30.0
+_INIT_TIMEOUT = 120.0
+"""Seconds for initdb / mariadb-install-db."""
 _POLL_INTERVAL = 0.05
 # Unix socket paths are limited to 107 bytes; PostgreSQL adds ".s.PGSQL.NNNNN".
 _MAX_SOCKET_DIR_LEN = 80
@@ -99,6 +119,8 @@ class Server:
     _ready: Callable[[Server], None] = dataclasses.field(repr=False)
     _stop_signal: signal.Signals = dataclasses.field(repr=False)
     _proc: subprocess.Popen[bytes] | None = dataclasses.field(default=None, repr=False)
+    _owner: int = dataclasses.field(default=0, repr=False)
+    """PID of the process that started the server (a forked child does not own it)."""
 
     @property
     def pid(self) -> int | None:
@@ -114,19 +136,28 @@ class Server:
             raise RuntimeError(f"{self.name} on port {self.port} is already running")
         if not self.data_dir.is_dir():
             raise RuntimeError(f"{self.name}: data dir {self.data_dir} is gone")
-        with self.log_file.open("ab") as log:
-            log.write(f"\n=== starting: {' '.join(self._argv)}\n".encode())
-            log.flush()
-            self._proc = subprocess.Popen(
-                self._argv,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                cwd=self.root_dir,
-                start_new_session=True,
-                **_as_user(self._user),
-            )
-        _RUNNING.add(self)
+        _unwind_on_sigterm()
+        self._owner = os.getpid()
+        _RUNNING.add(self)  # before it exists: no moment where it runs untracked
+        try:
+            with self.log_file.open("ab") as log:
+                log.write(f"\n=== starting: {' '.join(self._argv)}\n".encode())
+                log.flush()
+                self._proc = subprocess.Popen(
+                    self._argv,
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    cwd=self.root_dir,
+                    # Its own session: a Ctrl-C meant for pytest does not reach it
+                    # (the test set-up stops it, after the tests that use it).
+                    start_new_session=True,
+                    preexec_fn=_parent_death_signal(self._stop_signal),
+                    **_as_user(self._user),
+                )
+        except BaseException:
+            _RUNNING.discard(self)
+            raise
         try:
             self._ready(self)
         except BaseException:
@@ -145,7 +176,7 @@ class Server:
         if proc.returncode is None:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+            proc.wait(timeout=_SHUTDOWN_TIMEOUT)
             _wait_group_gone(proc.pid, _SHUTDOWN_TIMEOUT)
         self._forget()
 
@@ -154,7 +185,8 @@ class Server:
         proc = self._proc
         if proc is not None:
             if proc.poll() is None:
-                os.kill(proc.pid, self._stop_signal)
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(proc.pid, self._stop_signal)
             try:
                 proc.wait(timeout=_SHUTDOWN_TIMEOUT)
             except subprocess.TimeoutExpired:
@@ -182,8 +214,83 @@ _RUNNING: set[Server] = set()
 @atexit.register
 def _stop_leftovers() -> None:
     for server in list(_RUNNING):
-        with contextlib.suppress(Exception):
+        if server._owner != os.getpid():
+            # Inherited by a forked child: the server is its parent's. (Its Popen
+            # would report it exited, and stop() would remove its data dir.)
+            continue
+        try:
             server.stop()
+        except BaseException:
+            with contextlib.suppress(BaseException):
+                server.kill()
+
+
+# ------------------------------------------------- when the run ends otherwise
+
+_SIGTERM_OWNER = 0
+"""PID of the process whose SIGTERM handler raises KeyboardInterrupt (0: none)."""
+
+
+def _unwind_on_sigterm() -> None:
+    """Make SIGTERM unwind the main thread like Ctrl-C, so cleanups and atexit run.
+
+    Under pytest, KeyboardInterrupt ends the session: fixtures are torn down and the
+    session's cleanups stop the servers; a script's ``finally`` blocks run. Installed
+    only from the main thread and only over the default disposition (a handler of
+    the program's own is left alone).
+    """
+    global _SIGTERM_OWNER
+    if os.getpid() == _SIGTERM_OWNER:
+        return
+    if threading.current_thread() is not threading.main_thread():
+        return
+    if signal.getsignal(signal.SIGTERM) not in (signal.SIG_DFL, _on_sigterm):
+        return
+    signal.signal(signal.SIGTERM, _on_sigterm)
+    _SIGTERM_OWNER = os.getpid()
+
+
+def _on_sigterm(signum: int, frame: object) -> None:
+    if os.getpid() != _SIGTERM_OWNER:
+        # A forked child inherited the handler (e.g. a multiprocessing "fork" pool
+        # worker being terminated): die of the signal, as without the handler.
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGTERM)
+        return
+    raise KeyboardInterrupt(f"signal {signum} (SIGTERM)")
+
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _parent_death_signal(sig: signal.Signals) -> Callable[[], None] | None:
+    """A ``preexec_fn`` that has the kernel send ``sig`` to the server when the
+    thread starting it ends (Linux; None elsewhere or off the main thread).
+
+    It runs in the child after Popen has switched to the server user (a change of
+    user clears the setting, so it must come after) and survives the exec. The
+    setting follows the *thread* that forked: from another thread, a server would
+    be stopped when that thread ends, so only the main thread's servers get it.
+    """
+    if not sys.platform.startswith("linux"):
+        return None
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
+    prctl.restype = ctypes.c_int
+    parent = os.getpid()
+    number = int(sig)
+
+    def arm() -> None:  # in the child, between fork and exec
+        prctl(_PR_SET_PDEATHSIG, number, 0, 0, 0)
+        if os.getppid() != parent:  # the parent died before it was armed
+            os._exit(1)
+
+    return arm
 
 
 # --------------------------------------------------------------- PostgreSQL
@@ -435,7 +542,11 @@ def start_mariadb(base_dir: Path, options: list[str] | None = None) -> Server:
         _stop_signal=signal.SIGTERM,
     )
     _first_start(server)
-    _setup_mariadb(server)
+    try:
+        _setup_mariadb(server)
+    except BaseException:
+        server.stop()  # the caller never gets the server to stop it
+        raise
     return server
 
 
@@ -563,14 +674,19 @@ def _run_logged(argv: list[str], log: Path, user: str | None, cwd: Path, what: s
     with log.open("ab") as out:
         out.write(f"=== {' '.join(argv)}\n".encode())
         out.flush()
-        rc = subprocess.call(
-            argv,
-            stdin=subprocess.DEVNULL,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            cwd=cwd,
-            **_as_user(user),
-        )
+        try:
+            rc = subprocess.call(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                cwd=cwd,
+                timeout=_INIT_TIMEOUT,
+                **_as_user(user),
+            )
+        except subprocess.TimeoutExpired:
+            rc = -1
+            out.write(f"\n=== {what}: no exit after {_INIT_TIMEOUT:.0f}s, killed\n".encode())
     if rc != 0:
         tail = "\n".join(log.read_text(errors="replace").splitlines()[-30:])
         raise ServerStartError(f"{what} failed with exit code {rc}:\n{tail}")
