@@ -1,10 +1,10 @@
 """Where the asyncio face's time goes on PostgreSQL, layer by layer (µs per pair).
 
-    python benchmarks/aio_pg_layers.py [--calls 2000] [--rounds 3]
+    python benchmarks/aio_pg_layers.py [--calls 2000] [--rounds 3] [--url URL]
 
-Starts a throwaway PostgreSQL (as the suite does); one process, one key per layer, each
-layer timed in interleaved rounds, the median of client CPU (``time.process_time``) and
-wall time per acquire+release pair printed:
+Starts a throwaway PostgreSQL (as the suite does), or measures on ``--url``; one
+process, one key per layer, each layer timed in interleaved rounds, the median of client
+CPU (``time.process_time``) and wall time per acquire+release pair printed:
 
 - raw psycopg ``AsyncConnection`` of its own (autocommit), the suite's raw statements;
 - the same on the psycopg connection behind a connection of joblocks' pool, joblocks'
@@ -134,16 +134,24 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--calls", type=int, default=2000)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument(
+        "--url", help="a PostgreSQL URL to measure on (default: start a throwaway server)"
+    )
     args = ap.parse_args()
-    with tempfile.TemporaryDirectory(prefix="joblocks-aio-pg-") as folder:
-        dbs = C.start_databases(["postgresql"], Path(folder))
-        try:
-            if "postgresql" not in dbs.urls:
-                print("no PostgreSQL server could be started")
-                return 1
-            result = asyncio.run(measure(dbs.urls["postgresql"], args.calls, args.rounds))
-        finally:
-            dbs.stop()
+    if args.calls < 1 or args.rounds < 1:
+        ap.error("--calls and --rounds: at least 1")
+    if args.url:
+        result = asyncio.run(measure(args.url, args.calls, args.rounds))
+    else:
+        with tempfile.TemporaryDirectory(prefix="joblocks-aio-pg-") as folder:
+            dbs = C.start_databases(["postgresql"], Path(folder))
+            try:
+                if "postgresql" not in dbs.urls:
+                    print("no PostgreSQL server could be started")
+                    return 1
+                result = asyncio.run(measure(dbs.urls["postgresql"], args.calls, args.rounds))
+            finally:
+                dbs.stop()
     print(f"asyncio face on PostgreSQL, µs per pair, median of {args.rounds} rounds ({C.load()})")
     print(f"  {'layer':48} {'CPU':>7} {'wall':>7}")
     for name, (cpu, wall) in result.items():
