@@ -14,7 +14,6 @@ import importlib
 import logging
 import math
 import os
-import re
 import sys
 import weakref
 from collections.abc import Awaitable
@@ -43,6 +42,7 @@ from ._connect import (
 )
 from ._dialects import PROFILES, SUPPORTED_BACKENDS, UNSUPPORTED, profile
 from ._errors import LockBackendError, LockDriverMissing, translate
+from ._secrets import mask_url
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncEngine
@@ -75,11 +75,10 @@ def default_sqlite_path() -> Path:
 
 
 def mask(url: str | URL) -> str:
-    """The URL as text with its password replaced by ``***``."""
-    try:
-        return make_url(url).render_as_string(hide_password=True)
-    except Exception:
-        return "<unparseable database URL>"
+    """The URL as text with its password and password-like query parameters replaced
+    by ``***`` (see :mod:`joblocks._secrets`; a URL that does not parse is masked as
+    text)."""
+    return mask_url(url)
 
 
 #: What a database URL looks like, for error messages.
@@ -105,7 +104,7 @@ class DatabaseURLError(LockBackendError, ValueError):
 def mask_text(text: str) -> str:
     """A URL that may not parse, with whatever stands where its password would be
     replaced by ``***``."""
-    return re.sub(r"^([^:/@]*://[^:/@]*:)(.*)@", r"\1***@", text, flags=re.S)
+    return mask_url(text)
 
 
 def resolve(database: str | URL | None, name: str = "database") -> tuple[URL, str]:
@@ -372,7 +371,7 @@ _identity.on_fork(_reset_after_fork)
 
 def describe(engine: Engine | AsyncEngine) -> str:
     """The engine's URL with the password masked."""
-    return engine.url.render_as_string(hide_password=True)
+    return mask_url(engine.url)
 
 
 def ensure_usable(engine: Engine | AsyncEngine) -> None:

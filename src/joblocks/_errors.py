@@ -35,6 +35,8 @@ from typing import Literal
 
 from sqlalchemy import exc as sa_exc
 
+from ._secrets import mask_text
+
 __all__ = [
     "LeaseLost",
     "LockBackendError",
@@ -70,8 +72,8 @@ class LockBackendError(LockError):
         self, operation: str, database: str, detail: str, code: str | int | None = None
     ) -> None:
         self.operation = operation
-        self.database = database
-        self.detail = detail
+        self.database = database = mask_text(database)
+        self.detail = detail = mask_text(detail)  # a driver may echo its connection string
         self.code = code
         super().__init__(f"{operation} failed on {database}: {detail}")
 

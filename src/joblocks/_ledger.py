@@ -14,7 +14,6 @@ the retention (``prune_runs``) are plain operations of the model.
 from __future__ import annotations
 
 import os
-import re
 import socket
 import time
 from dataclasses import dataclass
@@ -28,6 +27,7 @@ from ._base import log
 from ._clock import db_now_ms, statement_now_ms
 from ._records import from_ms
 from ._schema import MAX_RUN_ERROR, build_runs_table, decode_text, ensure_table, runs_table_name
+from ._secrets import mask_text
 from ._steps import Sleep, Steps, call
 
 if TYPE_CHECKING:
@@ -126,7 +126,6 @@ def ledger_of(model: ModelCore) -> Ledger:
 # -- what a row says about the process -------------------------------------------------
 
 _HOST = socket.gethostname()[:255]
-_SECRETS = re.compile(r"(://[^:/@\s]*:)[^@\s]*@|((?:password|passwd|pwd|secret|token)=)\S+", re.I)
 
 
 class CommandFailed(Exception):
@@ -144,10 +143,7 @@ def error_text(exc: BaseException) -> str:
     text = type(exc).__name__ + (f": {message[0]}" if message else "")
     if isinstance(exc, CommandFailed):
         text = message[0]
-    masked = _SECRETS.sub(
-        lambda m: (m.group(1) or m.group(2)) + "***" + ("@" if m.group(1) else ""), text
-    )
-    return masked[:MAX_RUN_ERROR]
+    return mask_text(text)[:MAX_RUN_ERROR]
 
 
 def outcome_of(lease: LeaseBase) -> Outcome:

@@ -35,6 +35,7 @@ from sqlalchemy.types import TypeDecorator, TypeEngine
 from . import _validate
 from ._dialects import ddl_dialect, profile
 from ._errors import LockTableMismatch
+from ._secrets import mask_url
 from ._sqla import BinaryType
 
 JOB_LOCKS_TABLE_NAME = "job_locks"
@@ -366,7 +367,7 @@ def check_shape(conn: Connection, table: Table) -> None:
     """Raise :class:`~joblocks.LockTableMismatch` when the table is not a lock table."""
     problems = shape_problems(conn, table)
     if problems:
-        where = conn.engine.url.render_as_string(hide_password=True)
+        where = mask_url(conn.engine.url)
         raise LockTableMismatch(where, table.fullname, problems)
 
 

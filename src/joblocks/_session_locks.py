@@ -15,6 +15,7 @@ from sqlalchemy import Connection
 
 from . import _ops
 from ._errors import LockBackendError
+from ._secrets import mask_url
 from ._statements import Statements
 
 if TYPE_CHECKING:
@@ -44,7 +45,7 @@ def _set_up(conn: Connection, reg: _Registry) -> None:
         if pid != told:
             raise LockBackendError(
                 "liveness='session'",
-                conn.engine.url.render_as_string(hide_password=True),
+                mask_url(conn.engine.url),
                 "a connection pooler (e.g. PgBouncer) sits between joblocks and PostgreSQL "
                 f"(the server runs this session in backend {pid}, the connection was told "
                 f"{told}): a session-level lock needs a connection of its own to the "
