@@ -43,6 +43,7 @@ from ._connect import (
 from ._dialects import PROFILES, SUPPORTED_BACKENDS, UNSUPPORTED, profile
 from ._errors import LockBackendError, LockDriverMissing, translate
 from ._secrets import mask_url
+from ._state_file import default_sqlite_path, prepare_default_file
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncEngine
@@ -59,19 +60,6 @@ _ASYNC_DRIVERS = {name: driver for p in PROFILES for name, driver in p.async_dri
 
 _owned: weakref.WeakSet[Any] = weakref.WeakSet()
 log = logging.getLogger("joblocks")
-
-
-def default_sqlite_path() -> Path:
-    """The per-user SQLite file used when nothing is configured.
-
-    ``$XDG_STATE_HOME/joblocks/locks.db`` (``~/.local/state/joblocks/locks.db`` when
-    unset) on Linux and macOS; ``%LOCALAPPDATA%\\joblocks\\locks.db`` on Windows.
-    """
-    if sys.platform == "win32":
-        base = Path(os.environ.get("LOCALAPPDATA") or Path.home() / "AppData" / "Local")
-    else:
-        base = Path(os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state")
-    return base / "joblocks" / "locks.db"
 
 
 def mask(url: str | URL) -> str:
@@ -242,6 +230,15 @@ def check_sqlite_url(url: URL) -> None:
             "database: an in-memory SQLite database cannot exclude anything (each "
             "connection is its own database); use a file, e.g. 'sqlite:///locks.db'"
         )
+    if database.startswith("file:"):
+        return
+    path = Path(database).expanduser()
+    if path.exists() and not path.is_file():
+        what = "a directory" if path.is_dir() else "not a regular file (a device, pipe or socket)"
+        raise ValueError(
+            f"database: the SQLite path {path} is {what}; SQLite needs a regular file "
+            "there, or nothing (it creates the file)"
+        )
 
 
 def create(url: URL, *, asynchronous: bool, timeout_ms: int | None = None) -> Engine | AsyncEngine:
@@ -263,8 +260,8 @@ def create(url: URL, *, asynchronous: bool, timeout_ms: int | None = None) -> En
         connect_args["timeout"] = seconds
         if url.database and not url.database.startswith("file:"):
             path = Path(url.database).expanduser()
-            if path == default_sqlite_path():
-                path.parent.mkdir(parents=True, exist_ok=True)
+            if path.absolute() == default_sqlite_path():
+                prepare_default_file(path)
     elif family == "postgresql":
         # libpq counts whole seconds (and waits at least 2); tcp_user_timeout bounds
         # how long sent data may stay unacknowledged.

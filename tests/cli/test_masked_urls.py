@@ -78,7 +78,9 @@ def test_doctor_masks_query_passwords(tmp_path: Path, url: str) -> None:
         assert "=***" in done.stdout
 
 
-@pytest.mark.parametrize("command", [["list"], ["peek", "job"], ["run", "job", "--ttl", "10s", "--", "true"]])
+@pytest.mark.parametrize(
+    "command", [["list"], ["peek", "job"], ["run", "job", "--ttl", "10s", "--", "true"]]
+)
 def test_error_lines_mask_query_passwords(tmp_path: Path, command: list[str]) -> None:
     url = "postgresql://u:hunter2@127.0.0.1:1/db?password=s3cr-pw"
     done = joblocks_cli(tmp_path, "--url", url, *command)

@@ -113,6 +113,9 @@ def cmd_where(args: argparse.Namespace) -> int:
 
     url, source = resolve_url(args)
     name, schema = table_options(args)
+    path = sqlite_file(url)
+    if path is not None:  # a relative path is relative to where each command runs
+        url = url.set(database=str(path.absolute()))
     shown = mask(url)
     why = describe_source(source)
     if source == "--url" and os.environ.get(ENV_URL):
