@@ -69,20 +69,20 @@ def _as_taken(model: ModelCore, key: str, steps: Steps[int | None]) -> Steps[int
 
 
 def release(model: ModelCore, lock_key: str, holder: str) -> Steps[bool]:
-    key = _validate.lock_key(lock_key)
+    key = _validate.row_key(lock_key)
     who = _validate.holder(holder)
     return call(model, "release", _ops.release, key, who)
 
 
 def refresh(model: ModelCore, lock_key: str, ttl: _validate.Duration, holder: str) -> Steps[bool]:
-    key = _validate.lock_key(lock_key)
+    key = _validate.row_key(lock_key)
     ttl_ms = _validate.duration_ms(ttl, "ttl")
     who = _validate.holder(holder)
     return (yield from call(model, "refresh", _ops.refresh, key, who, ttl_ms)) is not None
 
 
 def peek(model: ModelCore, lock_key: str) -> Steps[JobLock | None]:
-    key = _validate.lock_key(lock_key)
+    key = _validate.row_key(lock_key)
     return call(model, "peek", _ops.peek, key)
 
 
@@ -147,7 +147,7 @@ def update(
 
 
 def delete(model: ModelCore, lock_key: str) -> Steps[bool]:
-    key = _validate.lock_key(lock_key)
+    key = _validate.row_key(lock_key)
     return call(model, "delete", _ops.delete, key)
 
 

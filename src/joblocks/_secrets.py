@@ -84,10 +84,11 @@ def mask_url(url: str | URL) -> str:
     from sqlalchemy import make_url
 
     if isinstance(url, str):
+        text = url
         try:
-            url = make_url(url.strip())
+            url = make_url(text.strip())
         except Exception:
-            return _mask_unparsed(url)
+            return _mask_unparsed(text)
     try:
         return _render(url)
     except Exception:
