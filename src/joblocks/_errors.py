@@ -31,6 +31,7 @@ no code of its own, the message. The SQLSTATE or error number is kept as ``code`
 
 from __future__ import annotations
 
+import re
 from typing import Literal
 
 from sqlalchemy import exc as sa_exc
@@ -97,7 +98,8 @@ class LockTableError(LockBackendError):
 
 class LockTableMissing(LockTableError):
     """The lock table, or the schema named for it, does not exist (e.g. with
-    ``create_table=False`` before ``joblocks init``)."""
+    ``create_table=False`` before ``joblocks init``); on MariaDB/MySQL also the
+    database of the URL, which is a schema there (error 1049)."""
 
 
 class LockTableMismatch(LockTableError):
@@ -230,7 +232,7 @@ _MYSQL_CODES: dict[int, _Kind] = {
     1044: LockPermissionError,  # ER_DBACCESS_DENIED_ERROR
     1146: LockTableMissing,  # ER_NO_SUCH_TABLE
     1045: LockConnectionError,  # ER_ACCESS_DENIED_ERROR (user or password)
-    1049: LockConnectionError,  # ER_BAD_DB_ERROR
+    1049: LockTableMissing,  # ER_BAD_DB_ERROR: the database (schema) does not exist
     1040: LockConnectionError,  # ER_CON_COUNT_ERROR
     2003: LockConnectionError,  # CR_CONN_HOST_ERROR
     2006: LockConnectionError,  # CR_SERVER_GONE_ERROR
@@ -251,6 +253,26 @@ _SQLITE_MESSAGES: dict[str, _Kind] = {
     "attempt to write a readonly database": LockReadOnlyError,
     "unable to open database file": LockConnectionError,
 }
+
+
+_SQLITE_NAMES: dict[str, str] = {"file is not a database": "SQLITE_NOTADB"}
+
+# The server's messages for a refused login (libpq passes them on without their SQLSTATE).
+_PG_LOGIN_MESSAGES = tuple(
+    (re.compile(pattern), code)
+    for pattern, code in (
+        (r'FATAL:  role "[^"]*" does not exist', "28000"),
+        (r'FATAL:  database "[^"]*" does not exist', "3D000"),
+        (r"FATAL:  password authentication failed", "28P01"),
+        (r"FATAL:  no pg_hba\.conf entry", "28000"),
+        (r"FATAL:  sorry, too many clients already", "53300"),
+        (r"FATAL:  the database system is (starting up|shutting down)", "57P03"),
+    )
+)
+
+#: Operations that begin with a connection: a connection failure in them is reported
+#: as the connect that failed (not as "create table failed").
+_FIRST_USE = frozenset({"create table", "open database"})
 
 
 def _driver_error(exc: BaseException) -> BaseException:
@@ -282,7 +304,16 @@ def driver_code(exc: BaseException) -> str | int | None:
     sqlstate = getattr(orig, "sqlstate", None)
     if isinstance(sqlstate, str) and sqlstate:
         return sqlstate
+    if type(orig).__module__.split(".")[0] == "psycopg":
+        # libpq reports a refused login without its SQLSTATE: the server's own message.
+        text = str(orig)
+        for message, code in _PG_LOGIN_MESSAGES:
+            if message.search(text):
+                return code
     name = getattr(orig, "sqlite_errorname", None)
+    if name is None and type(orig).__module__.split(".")[0] in ("sqlite3", "aiosqlite"):
+        # Before Python 3.11 sqlite3 exceptions carry no result code: their fixed messages.
+        name = _SQLITE_NAMES.get(str(orig).strip().lower())
     return name if isinstance(name, str) else None
 
 
@@ -330,6 +361,8 @@ def backend_error(operation: str, database: str, exc: BaseException) -> LockBack
     if kind is LockDriverMissing:
         module = getattr(exc, "name", None)
         return LockDriverMissing(operation, database, detail, None, module)
+    if kind is LockConnectionError and operation in _FIRST_USE:
+        operation = "connect"
     return kind(operation, database, detail, driver_code(exc))
 
 
