@@ -8,6 +8,7 @@ complete slot with no run), so it can serve as a health check.
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -15,6 +16,8 @@ from ._common import (
     DOCS_JSON_SECTION,
     EXIT_NO,
     EXIT_OK,
+    EXIT_USAGE,
+    CliError,
     add_command,
     checked,
     duration,
@@ -107,8 +110,17 @@ def cmd_history(args: argparse.Namespace) -> int:
     if args.html is not None:
         from .._html import generated_title, render
 
-        Path(args.html).write_text(render(found, now, generated_title(now)), encoding="utf-8")
-        out(f"wrote {len(found)} runs to {args.html}")
+        page = render(found, now, generated_title(now))
+        if args.html == "-":
+            sys.stdout.write(page)
+            sys.stdout.flush()
+        else:
+            try:
+                Path(args.html).write_text(page, encoding="utf-8")
+            except OSError as exc:
+                reason = exc.strerror or type(exc).__name__
+                raise CliError(f"--html: cannot write {args.html}: {reason}", EXIT_USAGE) from exc
+            out(f"wrote {len(found)} runs to {args.html}")
     elif args.json:
         out(dump_json([run_json(run) for run in found]))
     elif found:
@@ -226,7 +238,8 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
     shown.add_argument(
         "--html",
         metavar="FILE",
-        help="write a self-contained timeline page: a lane per host, a bar per run",
+        help="write a self-contained timeline page to FILE (- for stdout): a lane per host, "
+        "a bar per run",
     )
     shown.add_argument(
         "--prune",
