@@ -139,7 +139,7 @@ def check_options(options: Mapping[str, Any]) -> dict[str, Any]:
 
     for name in options:
         if name not in _OPTIONS:
-            raise TypeError(f"configure() got an unexpected option {name!r}")
+            raise _validate.unknown_keyword("configure()", name, _OPTIONS, "option")
     if "table_name" in options:
         _validate.identifier(options["table_name"], "table_name", _validate.MAX_TABLE_NAME)
     if options.get("schema") is not None:

@@ -6,8 +6,10 @@ message that names the argument.
 
 from __future__ import annotations
 
+import difflib
 import math
 import re
+from collections.abc import Iterable
 from datetime import timedelta
 from typing import Union
 
@@ -89,6 +91,18 @@ def _short_text(value: object, name: str, limit: int, forbidden: str = "") -> st
     ):
         return value
     return _text(value, name, limit, forbidden)
+
+
+def unknown_keyword(
+    where: str, name: str, known: Iterable[str], what: str = "keyword argument"
+) -> TypeError:
+    """The ``TypeError`` for a keyword argument ``name`` that ``where`` (the public
+    name of the class or function) does not take, suggesting the closest of ``known``."""
+    close = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.6)
+    if not close and name.lower() in {k.lower() for k in known}:
+        close = [k for k in known if k.lower() == name.lower()]
+    hint = f": did you mean {close[0]}=?" if close else ""
+    return TypeError(f"{where} got an unexpected {what} {name!r}{hint}")
 
 
 def duration_ms(value: object, name: str, *, allow_zero: bool = False) -> int:
