@@ -103,6 +103,7 @@ class ModelCore:
         acquire_path: AcquirePath | None = None,
         timeout: _validate.Duration | None = None,
         record: bool | str = False,
+        runs_table_name: str | None = None,
     ) -> None:
         asynchronous = self._asynchronous
         from ._ledger import check_record
@@ -110,6 +111,10 @@ class ModelCore:
         self.record = check_record(record)
         timeout_ms = None if timeout is None else _validate.duration_ms(timeout, "timeout")
         _validate.identifier(table_name, "table_name", _validate.MAX_TABLE_NAME)
+        if runs_table_name is not None:
+            _validate.identifier(runs_table_name, "runs_table_name", _validate.MAX_TABLE_NAME)
+        #: The run ledger's table name (None: ``_schema.runs_table_name(table_name)``).
+        self.runs_table_name = runs_table_name
         if schema is not None:
             _validate.identifier(schema, "schema")
         if not isinstance(create_table, bool):

@@ -108,6 +108,7 @@ _OPTIONS = (
     "acquire_path",
     "timeout",
     "record",
+    "runs_table_name",
 )
 
 

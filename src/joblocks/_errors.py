@@ -103,7 +103,8 @@ class LockTableMissing(LockTableError):
 
 
 class LockTableMismatch(LockTableError):
-    """A table of the lock table's name exists but is not a joblocks lock table.
+    """A table of the lock table's name exists but is not a joblocks lock table (or
+    one of the run ledger's name is not a run ledger, ``kind="run ledger table"``).
 
     Raised on first use (table creation) and by ``joblocks init`` instead of using the
     table or creating anything beside it (no fencing sequence or counter). ``table``
@@ -111,12 +112,19 @@ class LockTableMismatch(LockTableError):
     column of another type, another primary key).
     """
 
-    def __init__(self, database: str, table: str, problems: list[str]) -> None:
+    def __init__(
+        self, database: str, table: str, problems: list[str], kind: str = "lock table"
+    ) -> None:
         self.table = table
         self.problems = list(problems)
+        other = (
+            "another ledger table name (runs_table_name=, --runs-table)"
+            if kind == "run ledger table"
+            else "another table name"
+        )
         detail = (
-            f"table {table} is not a joblocks lock table: {'; '.join(self.problems)} "
-            "(nothing was created; use another table name, or rename that table)"
+            f"table {table} is not a joblocks {kind}: {'; '.join(self.problems)} "
+            f"(nothing was created; use {other}, or rename that table)"
         )
         super().__init__("create table", database, detail)
 

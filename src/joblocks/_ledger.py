@@ -26,7 +26,14 @@ from . import _events, _validate
 from ._base import log
 from ._clock import db_now_ms, statement_now_ms
 from ._records import from_ms
-from ._schema import MAX_RUN_ERROR, build_runs_table, decode_text, ensure_table, runs_table_name
+from ._schema import (
+    MAX_RUN_ERROR,
+    build_runs_table,
+    check_shape,
+    decode_text,
+    ensure_table,
+    runs_table_name,
+)
 from ._secrets import mask_text
 from ._steps import Sleep, Steps, call
 
@@ -101,19 +108,31 @@ class Run:
 class Ledger:
     """A model's ledger table (beside its lock table) and whether it was created."""
 
-    __slots__ = ("create", "ready", "table")
+    __slots__ = ("checked", "create", "ready", "table")
 
     def __init__(self, model: ModelCore) -> None:
         lock_table = model.table
-        name = runs_table_name(lock_table.name)
+        name = model.runs_table_name or runs_table_name(lock_table.name)
         self.table: Table = build_runs_table(MetaData(), name, lock_table.schema)
         self.create = model._create
         self.ready = not model._create
+        self.checked = False  # whether an existing table of its name was found a ledger
 
     def ensure(self, conn: Connection) -> None:
+        """Before a write: create the table where missing, and refuse (as
+        :class:`~joblocks.LockTableMismatch`) a table of its name of another shape."""
         if not self.ready:
-            ensure_table(conn, self.table)
-            self.ready = True
+            ensure_table(conn, self.table)  # checks the shape first
+            self.ready = self.checked = True
+        elif not self.checked:
+            check_shape(conn, self.table)
+            self.checked = True
+
+    def check(self, conn: Connection) -> None:
+        """Before a read of the existing table: refuse it if it is not a ledger."""
+        if not self.checked:
+            check_shape(conn, self.table)
+            self.checked = True
 
 
 def ledger_of(model: ModelCore) -> Ledger:
@@ -187,7 +206,10 @@ def _skip(conn: Connection, st: Statements, ledger: Ledger, values: dict[str, An
 def _exists(conn: Connection, ledger: Ledger) -> bool:
     from sqlalchemy import inspect
 
-    return bool(inspect(conn).has_table(ledger.table.name, schema=ledger.table.schema))
+    found = bool(inspect(conn).has_table(ledger.table.name, schema=ledger.table.schema))
+    if found:
+        ledger.check(conn)
+    return found
 
 
 def _select(

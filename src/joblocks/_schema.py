@@ -281,11 +281,11 @@ def ensure_table(conn: Connection, table: Table) -> None:
     what is missing, and when another one got there first (a "duplicate" error from
     the CREATE, even with IF NOT EXISTS on PostgreSQL), checks again.
 
-    A table of that name that is not a joblocks lock table (see :func:`shape_problems`)
-    raises :class:`~joblocks.LockTableMismatch`, and nothing is created.
+    A table of that name that is not a joblocks lock table (see :func:`shape_problems`),
+    or for the run ledger's table not a ledger (:func:`runs_shape_problems`), raises
+    :class:`~joblocks.LockTableMismatch`, and nothing is created.
     """
-    if table.info.get("joblocks") != "runs":
-        check_shape(conn, table)
+    check_shape(conn, table)
     statements = _ddl(conn.dialect, table, if_not_exists=False)
     for attempt in range(1, 6):
         try:
@@ -363,12 +363,35 @@ def _type_name(kind: TypeEngine[Any], conn: Connection) -> str:
         return type(kind).__name__
 
 
+def runs_shape_problems(conn: Connection, table: Table) -> list[str] | None:
+    """What makes the existing table of the ledger table's name not a run ledger: None
+    when there is no such table; else the columns it lacks or has beyond the ledger's
+    (names compared as :func:`shape_problems` does)."""
+    found = inspect(conn)
+    if not found.has_table(table.name, schema=table.schema):
+        return None
+    fold = str if profile(conn.dialect).exact_column_names else str.lower
+    columns = {fold(c["name"]): c["name"] for c in found.get_columns(table.name, table.schema)}
+    wanted = [column.name for column in table.columns]
+    problems: list[str] = []
+    missing = [name for name in wanted if fold(name) not in columns]
+    extra = sorted(name for key, name in columns.items() if key not in {fold(w) for w in wanted})
+    if missing:
+        problems.append("missing columns " + ", ".join(missing))
+    if extra:
+        problems.append("extra columns " + ", ".join(extra))
+    return problems
+
+
 def check_shape(conn: Connection, table: Table) -> None:
-    """Raise :class:`~joblocks.LockTableMismatch` when the table is not a lock table."""
-    problems = shape_problems(conn, table)
+    """Raise :class:`~joblocks.LockTableMismatch` when the table is not a lock table
+    (or, for the run ledger's table, not a run ledger)."""
+    runs = table.info.get("joblocks") == "runs"
+    problems = (runs_shape_problems if runs else shape_problems)(conn, table)
     if problems:
         where = mask_url(conn.engine.url)
-        raise LockTableMismatch(where, table.fullname, problems)
+        kind = "run ledger table" if runs else "lock table"
+        raise LockTableMismatch(where, table.fullname, problems, kind)
 
 
 def __getattr__(name: str) -> Any:

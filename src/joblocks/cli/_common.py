@@ -120,7 +120,13 @@ def open_model(
     if must_exist:
         require_sqlite_file(url)
     table, schema = table_options(args)
-    return JobLockModel(url, table_name=table, schema=schema, create_table=create_table)
+    return JobLockModel(
+        url,
+        table_name=table,
+        schema=schema,
+        create_table=create_table,
+        runs_table_name=getattr(args, "runs_table", None),
+    )
 
 
 def operator() -> str:
