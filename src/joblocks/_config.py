@@ -143,6 +143,10 @@ def check_options(options: Mapping[str, Any]) -> dict[str, Any]:
             raise _validate.unknown_keyword("configure()", name, _OPTIONS, "option")
     if "table_name" in options:
         _validate.identifier(options["table_name"], "table_name", _validate.MAX_TABLE_NAME)
+    if options.get("runs_table_name") is not None:
+        _validate.identifier(
+            options["runs_table_name"], "runs_table_name", _validate.MAX_TABLE_NAME
+        )
     if options.get("schema") is not None:
         _validate.identifier(options["schema"], "schema")
     for flag in ("create_table", "errors_as_taken"):

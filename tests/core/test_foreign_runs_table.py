@@ -68,6 +68,8 @@ def test_a_foreign_ledger_table_is_refused_and_another_name_can_be_chosen(
 def test_runs_table_name_is_checked() -> None:
     with pytest.raises(ValueError, match="runs_table_name"):
         joblocks.JobLockModel("sqlite:///x.db", runs_table_name="bad name")
+    with pytest.raises(ValueError, match="runs_table_name"):
+        joblocks.configure("sqlite:///x.db", runs_table_name="bad name")
 
 
 def cli(url: str, table: str, tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
