@@ -162,4 +162,3 @@ def test_cli_list_empty(
     assert (shown.returncode, shown.stdout) == (0, "[]\n")
     text = _cli(db_url, table_name, "list", tmp_path=tmp_path)
     assert text.stdout.startswith("no held locks")
-
