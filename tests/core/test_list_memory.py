@@ -1,6 +1,6 @@
 """``iter_locks()`` keeps memory flat however large the table: the peak of Python
 allocations while iterating grows with the page, not with the table (``list()``, the
-reference, grows with the table). Formerly measured by ``benchmarks/list_memory.py``."""
+reference, grows with the table)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """A refused acquire is one statement, as the raw driver's upsert is: counted outside
 joblocks, by sqlite3's trace callback on the model's connections or by MariaDB's own
-``Questions`` counter. (Formerly a check of the benchmark suite's ``refused`` section.)"""
+``Questions`` counter."""
 
 from __future__ import annotations
 
