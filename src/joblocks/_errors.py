@@ -233,6 +233,7 @@ _MYSQL_CODES: dict[int, _Kind] = {
     2003: LockConnectionError,  # CR_CONN_HOST_ERROR
     2006: LockConnectionError,  # CR_SERVER_GONE_ERROR
     2013: LockConnectionError,  # CR_SERVER_LOST
+    1047: LockConnectionError,  # ER_UNKNOWN_COM_ERROR: a Galera node without quorum
 }
 # SQLite result codes (primary code: the low byte of the extended one).
 _SQLITE_CODES: dict[int, _Kind] = {
