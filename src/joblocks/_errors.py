@@ -303,6 +303,8 @@ def kind_of(exc: BaseException) -> _Kind:
         if found is not None:
             return found
     elif isinstance(code, int):
+        if code == 1180 and "primary component" in str(orig).lower():
+            return LockConnectionError  # a commit on a Galera node that lost quorum
         return _MYSQL_CODES.get(code, LockBackendError)
     sqlite_code = getattr(orig, "sqlite_errorcode", None)
     if isinstance(sqlite_code, int) and sqlite_code & 0xFF in _SQLITE_CODES:

@@ -116,13 +116,17 @@ def test_galera_refuses_session_liveness(galera_cluster: GaleraCluster) -> None:
         model.dispose()
 
 
+@pytest.mark.timeout(900)
 def test_galera_quorum_loss_is_a_connection_error(
     galera_cluster: GaleraCluster, report: Reporter
 ) -> None:
+    """Two of three nodes crash: the third stalls its commits until it declares them
+    gone (time-outs), then, without quorum, refuses with 1047: a connection error."""
     table = _table()
     url = galera_cluster.urls[0]
     model = joblocks.JobLockModel(url, table_name=table)
-    caught: BaseException | None = None
+    stalls: list[str] = []
+    errors: list[BaseException] = []
     try:
         assert model.try_lease("before", 60_000) is not None
         for node in galera_cluster.nodes[1:]:
@@ -131,23 +135,28 @@ def test_galera_quorum_loss_is_a_connection_error(
         while time.monotonic() < deadline:
             try:
                 model.try_lease(f"k-{uuid.uuid4().hex[:6]}", 60_000)
+            except joblocks.LockTimeoutError as exc:
+                stalls.append(str(exc))  # the commit waited for the dead nodes
             except joblocks.LockBackendError as exc:
-                caught = exc
-                break
+                errors.append(exc)
+                if "1047" in str(exc):
+                    break
             time.sleep(0.2)
         report(
             "galera: quorum lost (2 of 3 nodes killed)",
             "galera",
-            error=type(caught).__name__ if caught else None,
+            timeouts_first=len(stalls),
+            errors=", ".join(sorted({f"{type(e).__name__} {e.detail[:40]}" for e in errors})),
         )
     finally:
         model.dispose()
         galera_cluster.bootstrap_survivor(0)
         for index in range(1, len(galera_cluster.nodes)):
             galera_cluster.rejoin(index)
-    assert caught is not None, "the node kept granting without quorum"
-    assert isinstance(caught, joblocks.LockConnectionError), repr(caught)
-    assert "1047" in str(caught)
+    assert errors, "the node kept granting without quorum"
+    assert any("1047" in str(exc) for exc in errors), errors
+    wrong = [exc for exc in errors if not isinstance(exc, joblocks.LockConnectionError)]
+    assert wrong == []
 
 
 # -- PostgreSQL failover ------------------------------------------------------------------
@@ -188,7 +197,7 @@ def _wal_sender(pair: PostgresPair) -> int:
         host="127.0.0.1", port=pair.primary.port, user="postgres", dbname="postgres"
     ) as conn:
         row = conn.execute("SELECT pid FROM pg_stat_replication").fetchone()
-    assert row is not None and row[0], "the primary has no WAL sender"
+    assert row is not None, "the primary has no WAL sender"
     return int(row[0])
 
 
@@ -225,9 +234,7 @@ def test_failover_tokens_grow(pg_pair: PostgresPair, long_run: bool, report: Rep
     )
     promoted = joblocks.JobLockModel(url, table_name=table)
     try:
-        kept = {
-            lock.key: lock.fence for lock in promoted.list() if lock.key in acknowledged
-        }
+        kept = {lock.key: lock.fence for lock in promoted.list() if lock.key in acknowledged}
         lost = [key for key in acknowledged if kept.get(key) != acknowledged[key]]
         after: list[int] = []
         for key in [*lost, *(f"c{i}" for i in range(grants // 2))]:

@@ -942,9 +942,12 @@ def start_galera(base_dir: Path, size: int = 3) -> GaleraCluster:
 def _galera_status(server: Server) -> dict[str, str]:
     import pymysql  # type: ignore[import-untyped, unused-ignore]
 
-    conn = pymysql.connect(
-        unix_socket=str(server.socket_dir / "mysqld.sock"), user="root", connect_timeout=2
-    )
+    path = str(server.socket_dir / "mysqld.sock")
+    # pymysql leaks its socket when connecting to a unix socket fails: probe it first.
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+        probe.settimeout(2)
+        probe.connect(path)
+    conn = pymysql.connect(unix_socket=path, user="root", connect_timeout=2)
     try:
         with conn.cursor() as cur:
             cur.execute("SHOW STATUS LIKE 'wsrep_%'")

@@ -159,6 +159,7 @@ def _examine(args: argparse.Namespace, report: Report) -> None:
         if _checks.connect(model, report):
             _checks.pooler(model, report)
             _checks.isolation(model, report)
+            _checks.replication(model, report)
             _checks.clock(model, report)
             if _checks.table(model, report):
                 _checks.probe(model, report)
