@@ -10,8 +10,11 @@ handed out before it, and with a synchronous standby no acknowledged lease is lo
 
 from __future__ import annotations
 
+import json
 import os
 import signal
+import subprocess
+import sys
 import tempfile
 import time
 import uuid
@@ -114,6 +117,49 @@ def test_galera_refuses_session_liveness(galera_cluster: GaleraCluster) -> None:
         lease.release()
     finally:
         model.dispose()
+
+
+def test_galera_doctor(galera_cluster: GaleraCluster, tmp_path: Path) -> None:
+    """``joblocks doctor URL`` on a node: the cluster, the commit stall, the token source;
+    a sequence made ``INCREMENT BY 0`` fails the fencing check."""
+    url = galera_cluster.urls[2]
+    env = dict(os.environ, XDG_STATE_HOME=str(tmp_path / "state"))
+    env.pop("JOBLOCKS_URL", None)
+
+    def doctor(table: str) -> tuple[int, dict[str, dict[str, Any]]]:
+        argv = [sys.executable, "-m", "joblocks", "--table", table, "doctor", url, "--json"]
+        done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=120)
+        assert "Traceback" not in done.stderr, done.stderr
+        report = json.loads(done.stdout)
+        return done.returncode, {check["name"]: check for check in report["checks"]}
+
+    good = _table()
+    made = joblocks.JobLockModel(url, table_name=good)
+    try:
+        made.create_table()
+    finally:
+        made.dispose()
+    code, checks = doctor(good)
+    assert code == 0, checks
+    assert "Galera" in checks["cluster"]["detail"]
+    assert "of 3 node" in checks["cluster"]["detail"]
+    assert "LockTimeoutError" in checks["stall"]["detail"]
+    assert "NOCACHE" in checks["fencing"]["detail"]
+
+    bad = _table()
+    engine = sa.create_engine(url)
+    with engine.begin() as conn:
+        conn.exec_driver_sql(f"CREATE SEQUENCE `{bad}_fence_seq` INCREMENT BY 0")
+        conn.exec_driver_sql(
+            f"CREATE TABLE `{bad}` (id VARBINARY(255) PRIMARY KEY, holder VARBINARY(255) "
+            "NOT NULL, acquired_at BIGINT NOT NULL, expires_at BIGINT NOT NULL, "
+            "fence BIGINT NOT NULL)"
+        )
+    engine.dispose()
+    code, checks = doctor(bad)
+    assert code == 1
+    assert checks["fencing"]["status"] == "fail"
+    assert "INCREMENT BY 0" in checks["fencing"]["detail"]
 
 
 @pytest.mark.timeout(900)
