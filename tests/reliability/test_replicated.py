@@ -166,8 +166,8 @@ def test_galera_doctor(galera_cluster: GaleraCluster, tmp_path: Path) -> None:
 def test_galera_quorum_loss_is_a_connection_error(
     galera_cluster: GaleraCluster, report: Reporter
 ) -> None:
-    """Two of three nodes crash: the third stalls its commits until it declares them
-    gone (time-outs), then, without quorum, refuses with 1047: a connection error."""
+    """One node crashes (the others' commits stall until they declare it gone), then a
+    second: the last one, without quorum, refuses with a connection error (1047)."""
     table = _table()
     url = galera_cluster.urls[0]
     model = joblocks.JobLockModel(url, table_name=table)
@@ -175,8 +175,17 @@ def test_galera_quorum_loss_is_a_connection_error(
     errors: list[BaseException] = []
     try:
         assert model.try_lease("before", 60_000) is not None
-        for node in galera_cluster.nodes[1:]:
-            node.kill()
+        # One node crashes: the others stall their commits until they declare it gone.
+        galera_cluster.nodes[2].kill()
+        started = time.monotonic()
+        stall_outcome = "granted"
+        try:
+            model.try_lease("during-stall", 60_000)
+        except joblocks.LockBackendError as exc:
+            stall_outcome = type(exc).__name__
+        stall_s = time.monotonic() - started
+        # A second one: the last node is alone, without quorum.
+        galera_cluster.nodes[1].kill()
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
             try:
@@ -191,6 +200,8 @@ def test_galera_quorum_loss_is_a_connection_error(
         report(
             "galera: quorum lost (2 of 3 nodes killed)",
             "galera",
+            one_node_killed_acquire_s=round(stall_s, 1),
+            one_node_killed_acquire=stall_outcome,
             timeouts_first=len(stalls),
             errors=", ".join(sorted({f"{type(e).__name__} {e.detail[:40]}" for e in errors})),
         )

@@ -1,5 +1,9 @@
 """Throwaway PostgreSQL and MariaDB servers for the test suite.
 
+Besides single servers: a 3-node MariaDB Galera cluster (:func:`start_galera`) and a
+PostgreSQL primary with a streaming standby (:func:`start_postgres_pair`), for the
+replicated-database scenarios of ``tests/reliability/test_replicated.py``.
+
 Each server runs from its own temporary data directory on a free port on
 127.0.0.1, detached in its own session, and is tuned for speed, not
 durability. Only the standard library is needed to start and stop servers;
@@ -58,14 +62,19 @@ from pathlib import Path
 from typing import Any
 
 __all__ = [
+    "GALERA_PROVIDER",
     "MARIADB_DATABASE",
     "STARTUP_TIMEOUT",
+    "GaleraCluster",
+    "PostgresPair",
     "Server",
     "ServerStartError",
     "ServerUnavailable",
+    "start_galera",
     "start_mariadb",
     "start_pgbouncer",
     "start_postgres",
+    "start_postgres_pair",
 ]
 
 STARTUP_TIMEOUT = 30.0
