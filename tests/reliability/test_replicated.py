@@ -40,7 +40,9 @@ from . import _replicated_workers as workers
 from ._support import Reporter
 from .test_contention import Section, check_history
 
-pytestmark = [pytest.mark.reliability, pytest.mark.server]
+# Starting the cluster (three nodes, two rsync state transfers) counts towards the
+# time-out of the test that first asks for it.
+pytestmark = [pytest.mark.reliability, pytest.mark.server, pytest.mark.timeout(900)]
 
 HISTORY_S = {False: 6.0, True: 30.0}
 HISTORY_TTL_MS = 500
@@ -162,7 +164,6 @@ def test_galera_doctor(galera_cluster: GaleraCluster, tmp_path: Path) -> None:
     assert "INCREMENT BY 0" in checks["fencing"]["detail"]
 
 
-@pytest.mark.timeout(900)
 def test_galera_quorum_loss_is_a_connection_error(
     galera_cluster: GaleraCluster, report: Reporter
 ) -> None:

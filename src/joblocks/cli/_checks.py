@@ -286,6 +286,8 @@ def _token_source(model: JobLockModel, report: Report, sequence: str) -> bool:
     family = profile(model.engine.dialect).family
     with model.engine.connect() as conn:
         if family == "postgresql":
+            if conn.execute(text("SELECT pg_is_in_recovery()")).scalar():
+                return report.add("fencing", "ok", f"sequence {sequence} (a standby)")
             timeline = conn.execute(
                 text(
                     "SELECT CAST(CAST('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8)"
