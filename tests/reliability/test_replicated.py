@@ -10,6 +10,7 @@ handed out before it, and with a synchronous standby no acknowledged lease is lo
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -27,6 +28,7 @@ import pytest
 import sqlalchemy as sa
 
 import joblocks
+import joblocks.aio
 
 from ..support.matrix import unavailable
 from ..support.pool import Pool
@@ -119,6 +121,18 @@ def test_galera_refuses_session_liveness(galera_cluster: GaleraCluster) -> None:
         lease.release()
     finally:
         model.dispose()
+
+
+def test_galera_refuses_session_liveness_asyncio(galera_cluster: GaleraCluster) -> None:
+    async def attempt() -> None:
+        model = joblocks.aio.JobLockModel(galera_cluster.urls[1], table_name=_table())
+        try:
+            with pytest.raises(joblocks.LockBackendError, match="Galera"):
+                await model.try_lease("job", 60_000, liveness="session")
+        finally:
+            await model.dispose()
+
+    asyncio.run(asyncio.wait_for(attempt(), 120))
 
 
 def test_galera_doctor(galera_cluster: GaleraCluster, tmp_path: Path) -> None:
