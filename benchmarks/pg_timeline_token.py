@@ -31,7 +31,7 @@ import psycopg  # noqa: E402
 import joblocks  # noqa: E402
 from joblocks import _statements  # noqa: E402
 
-TIMELINE = _statements._PG_TIMELINE
+TIMELINE = _statements.PG_TIMELINE_SQL
 
 
 def server_side(port: int, rows: int) -> tuple[float, float]:
@@ -73,9 +73,9 @@ def main() -> None:
     try:
         with_timeline = joblocks.JobLockModel(server.url, table_name="bench_new")
         # The statement as it was: the timeline term replaced by 1 (same statement shape).
-        _statements._PG_TIMELINE = "1"
+        _statements.PG_TIMELINE_SQL = "1"
         without = joblocks.JobLockModel(server.url, table_name="bench_old")
-        _statements._PG_TIMELINE = TIMELINE
+        _statements.PG_TIMELINE_SQL = TIMELINE
         plain: list[float] = []
         folded: list[float] = []
         old_rate: list[float] = []

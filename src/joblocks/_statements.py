@@ -46,7 +46,7 @@ TIMELINE_SHIFT = 44
 #: The timeline the server writes WAL on: the first 8 hex digits of the current WAL
 #: file's name (no I/O; ``pg_control_checkpoint()`` reads a file and lags behind a
 #: promotion until the next checkpoint).
-_PG_TIMELINE = (
+PG_TIMELINE_SQL = (
     "CAST(CAST('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8) AS BIT(32)) AS BIGINT)"
 )
 
@@ -184,7 +184,7 @@ def build(dialect: Dialect, table: Table, path: AcquirePath | None = None) -> St
         # promoted standby is on a new, larger timeline, so its tokens are larger than
         # any its old primary handed out, whatever the sequence it inherited had seen.
         nxt = (
-            f"(SELECT nextval('{seq_name}') + ({_PG_TIMELINE} - 1) * {1 << TIMELINE_SHIFT} "
+            f"(SELECT nextval('{seq_name}') + ({PG_TIMELINE_SQL} - 1) * {1 << TIMELINE_SHIFT} "
             f"FROM (SELECT pg_advisory_xact_lock("
             f"{_ADVISORY_CLASS}, hashtext(CAST(:key AS VARCHAR)))) AS fence_order)"
         )

@@ -282,18 +282,14 @@ def _token_source(model: JobLockModel, report: Report, sequence: str) -> bool:
     from sqlalchemy import text
 
     from .._dialects import galera
+    from .._statements import PG_TIMELINE_SQL
 
     family = profile(model.engine.dialect).family
     with model.engine.connect() as conn:
         if family == "postgresql":
             if conn.execute(text("SELECT pg_is_in_recovery()")).scalar():
                 return report.add("fencing", "ok", f"sequence {sequence} (a standby)")
-            timeline = conn.execute(
-                text(
-                    "SELECT CAST(CAST('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8)"
-                    " AS BIT(32)) AS BIGINT)"
-                )
-            ).scalar()
+            timeline = conn.execute(text(f"SELECT {PG_TIMELINE_SQL}")).scalar()
             note = _PG_TIMELINE_NOTE.format(timeline=timeline)
             return report.add("fencing", "ok", f"sequence {sequence}; {note}")
         if family != "mysql" or not galera(conn):
