@@ -15,6 +15,7 @@ of the current WAL file (``joblocks._statements``). Two measurements, rounds int
 from __future__ import annotations
 
 import argparse
+import shutil
 import statistics
 import sys
 import tempfile
@@ -69,7 +70,8 @@ def main() -> None:
     args = parser.parse_args()
     from tests.support.servers import start_postgres
 
-    server = start_postgres(Path(tempfile.mkdtemp(prefix="jl-bench-")))
+    base = Path(tempfile.mkdtemp(prefix="jl-bench-"))
+    server = start_postgres(base)
     try:
         with_timeline = joblocks.JobLockModel(server.url, table_name="bench_new")
         # The statement as it was: the timeline term replaced by 1 (same statement shape).
@@ -90,6 +92,7 @@ def main() -> None:
         without.dispose()
     finally:
         server.stop()
+        shutil.rmtree(base, ignore_errors=True)
     med = statistics.median
     print(f"rounds {args.rounds}, interleaved; medians (min-max)")
     print(
