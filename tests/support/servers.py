@@ -828,13 +828,16 @@ class GaleraCluster:
 
     def stop(self) -> None:
         """Stop every node (the joiners first) and remove their directories."""
+        failed: BaseException | None = None
         for node in reversed(self.nodes):
             try:
                 node.stop()
-            except BaseException:
+            except BaseException as exc:  # stop the others all the same
+                failed = failed or exc
                 with contextlib.suppress(BaseException):
                     node.kill()
-                raise
+        if failed is not None:
+            raise failed
 
 
 def start_galera(base_dir: Path, size: int = 3) -> GaleraCluster:
