@@ -296,8 +296,6 @@ def test_failover_tokens_grow(pg_pair: PostgresPair, long_run: bool, report: Rep
     finally:
         primary.dispose()
     pg_pair.primary.kill()
-    pg_pair.promote_standby()
-
     # One URL for both servers: libpq tries each, and takes the one that takes writes.
     url = (
         "postgresql+psycopg://postgres@/postgres?host=127.0.0.1,127.0.0.1"
@@ -306,6 +304,11 @@ def test_failover_tokens_grow(pg_pair: PostgresPair, long_run: bool, report: Rep
     )
     promoted = joblocks.JobLockModel(url, table_name=table)
     try:
+        # Between the crash and the promotion no server takes writes: an error, never
+        # "taken".
+        with pytest.raises(joblocks.LockConnectionError):
+            promoted.try_lease("during-the-outage", 600_000)
+        pg_pair.promote_standby()
         kept = {lock.key: lock.fence for lock in promoted.list() if lock.key in acknowledged}
         lost = [key for key in acknowledged if kept.get(key) != acknowledged[key]]
         after: list[int] = []
@@ -324,6 +327,7 @@ def test_failover_tokens_grow(pg_pair: PostgresPair, long_run: bool, report: Rep
         acknowledged_leases_lost=len(lost),
         grants_after=len(after),
         tokens_after_not_larger=not_larger,
+        outage_call="LockConnectionError",
         highest_before=before_max,
         lowest_after=min(after),
     )
