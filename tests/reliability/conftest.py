@@ -19,7 +19,7 @@ import sqlalchemy as sa
 
 from ..support.matrix import unavailable
 from ..support.pool import Pool
-from ..support.servers import GaleraCluster, ServerUnavailable, start_galera
+from ..support.servers import GaleraCluster, ServerStartError, ServerUnavailable, start_galera
 from . import _workers as workers
 from ._support import Reporter
 
@@ -69,7 +69,12 @@ def galera_cluster(request: pytest.FixtureRequest) -> Iterator[GaleraCluster]:
     base = Path(tempfile.mkdtemp(prefix="joblocks-galera-"))
     try:
         try:
-            cluster = start_galera(base)
+            try:
+                cluster = start_galera(base)
+            except ServerStartError:
+                # Twelve ports picked free a moment before use: another process may
+                # have taken one. Once more, on new ports.
+                cluster = start_galera(base)
         except ServerUnavailable as exc:
             unavailable(f"galera unavailable: {exc}")
         try:
