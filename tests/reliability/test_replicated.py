@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -238,13 +239,16 @@ def test_galera_quorum_loss_is_a_connection_error(
 def pg_pair(request: pytest.FixtureRequest) -> Iterator[PostgresPair]:
     base = Path(tempfile.mkdtemp(prefix="joblocks-pgpair-"))
     try:
-        pair = start_postgres_pair(base, synchronous=request.param == "sync")
-    except ServerUnavailable as exc:
-        unavailable(f"postgres primary + standby unavailable: {exc}")
-    try:
-        yield pair
+        try:
+            pair = start_postgres_pair(base, synchronous=request.param == "sync")
+        except ServerUnavailable as exc:
+            unavailable(f"postgres primary + standby unavailable: {exc}")
+        try:
+            yield pair
+        finally:
+            pair.stop()
     finally:
-        pair.stop()
+        shutil.rmtree(base, ignore_errors=True)
 
 
 def _standby_caught_up(pair: PostgresPair) -> None:
