@@ -171,6 +171,9 @@ POSTGRESQL = Profile(
     exact_column_names=True,
     checks_isolation=True,
     detects_pooler=True,
+    # pg_current_wal_lsn() (the timeline in fencing tokens) is PostgreSQL 10's.
+    min_version=(10,),
+    upgrade_hint="joblocks needs PostgreSQL 10 or newer",
 )
 
 MYSQL = Profile(
