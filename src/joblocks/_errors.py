@@ -245,6 +245,7 @@ _MYSQL_CODES: dict[int, _Kind] = {
     2003: LockConnectionError,  # CR_CONN_HOST_ERROR
     2006: LockConnectionError,  # CR_SERVER_GONE_ERROR
     2013: LockConnectionError,  # CR_SERVER_LOST
+    1047: LockConnectionError,  # ER_UNKNOWN_COM_ERROR: a Galera node without quorum
 }
 # SQLite result codes (primary code: the low byte of the extended one).
 _SQLITE_CODES: dict[int, _Kind] = {
@@ -343,6 +344,8 @@ def kind_of(exc: BaseException) -> _Kind:
         if found is not None:
             return found
     elif isinstance(code, int):
+        if code == 1180 and "primary component" in str(orig).lower():
+            return LockConnectionError  # a commit on a Galera node that lost quorum
         return _MYSQL_CODES.get(code, LockBackendError)
     sqlite_code = getattr(orig, "sqlite_errorcode", None)
     if isinstance(sqlite_code, int) and sqlite_code & 0xFF in _SQLITE_CODES:

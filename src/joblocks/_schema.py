@@ -33,7 +33,7 @@ from sqlalchemy.schema import CreateIndex, CreateSequence, CreateTable, SetTable
 from sqlalchemy.types import TypeDecorator, TypeEngine
 
 from . import _validate
-from ._dialects import ddl_dialect, profile
+from ._dialects import ddl_dialect, galera, profile
 from ._errors import LockTableMismatch
 from ._secrets import mask_url
 from ._sqla import BinaryType
@@ -85,8 +85,14 @@ def fence_sequence_name(table_name: str) -> str:
     return f"{table_name}_fence_seq"
 
 
-def fence_sequence(table: Table) -> Sequence:
-    """The fencing SEQUENCE of ``table`` (PostgreSQL, MariaDB), as a schema object."""
+def fence_sequence(table: Table, nocache: bool = False) -> Sequence:
+    """The fencing SEQUENCE of ``table`` (PostgreSQL, MariaDB), as a schema object.
+
+    ``nocache``: every value is drawn from the stored sequence (``CACHE 0``, MariaDB's
+    ``NOCACHE``), as a Galera cluster needs for tokens in grant order across nodes.
+    """
+    if nocache:
+        return Sequence(fence_sequence_name(table.name), schema=table.schema, cache=0)
     return Sequence(fence_sequence_name(table.name), schema=table.schema)
 
 
@@ -244,9 +250,12 @@ def ddl_statements(
     return [statement for _kind, statement in _ddl(compiled, table, if_not_exists)]
 
 
-def _ddl(dialect: Dialect, table: Table, if_not_exists: bool) -> list[tuple[str, str]]:
+def _ddl(
+    dialect: Dialect, table: Table, if_not_exists: bool, nocache: bool = False
+) -> list[tuple[str, str]]:
     """:func:`ddl_statements`, each with what it creates: ``sequence``, ``table`` (the
-    table and its comment) or ``counter`` (SQLite's counter table and triggers)."""
+    table and its comment) or ``counter`` (SQLite's counter table and triggers).
+    ``nocache``: the sequence draws every value from storage (a Galera cluster)."""
     prof = profile(dialect)
     out: list[tuple[str, str]] = []
     # A dialect that met its server knows whether it has sequences (MySQL has none,
@@ -254,7 +263,7 @@ def _ddl(dialect: Dialect, table: Table, if_not_exists: bool) -> list[tuple[str,
     offline = getattr(dialect, "server_version_info", None) is None
     runs = table.info.get("joblocks") == "runs"  # the ledger: no fencing counter
     if prof.fence_kind == "sequence" and (dialect.supports_sequences or offline) and not runs:
-        create = CreateSequence(fence_sequence(table), if_not_exists=if_not_exists)
+        create = CreateSequence(fence_sequence(table, nocache), if_not_exists=if_not_exists)
         out.append(("sequence", str(create.compile(dialect=dialect)).strip()))
     create_table = CreateTable(table, if_not_exists=if_not_exists)
     out.append(("table", str(create_table.compile(dialect=dialect)).strip()))
@@ -286,7 +295,9 @@ def ensure_table(conn: Connection, table: Table) -> None:
     :class:`~joblocks.LockTableMismatch`, and nothing is created.
     """
     check_shape(conn, table)
-    statements = _ddl(conn.dialect, table, if_not_exists=False)
+    # A Galera node refuses a cached sequence, and INCREMENT BY 0 (what it accepts
+    # besides) hands out tokens out of grant order across nodes: NOCACHE keeps order.
+    statements = _ddl(conn.dialect, table, if_not_exists=False, nocache=galera(conn))
     for attempt in range(1, 6):
         try:
             found = inspect(conn)
