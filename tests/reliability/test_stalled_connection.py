@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -168,15 +169,18 @@ def test_a_stalled_keepalive_lease_is_lost_by_its_deadline(
 _COMMAND = """
 import os, signal, sys, time
 mine, other = sys.argv[1], sys.argv[2]
+def note(path, text):  # whole or not at all: a reader never sees half of it
+    open(path + ".tmp", "w").write(text)
+    os.replace(path + ".tmp", path)
 def stop(signum, frame):
-    open(mine + ".stopped", "w").write(str(time.monotonic()))
+    note(mine + ".stopped", "stopped")
     sys.exit(0)
 signal.signal(signal.SIGTERM, stop)
 # What this run saw of the other one when it started: "running" means an overlap.
 state = "none"
 if os.path.exists(other + ".started"):
     state = "stopped" if os.path.exists(other + ".stopped") else "running"
-open(mine + ".started", "w").write(state)
+note(mine + ".started", state)
 time.sleep(120)
 """
 
@@ -206,8 +210,25 @@ def _run(url: str, table: str, tmp_path: Path, key: str, mine: str, other: str) 
         str(tmp_path / other),
     ]
     return subprocess.Popen(  # noqa: S603 - this Python, this package
-        argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        argv,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
     )
+
+
+def _end(proc: subprocess.Popen[str]) -> None:
+    """Stop a ``joblocks run`` still running (SIGTERM: passed on to its command), or
+    its whole process group when it does not end."""
+    if proc.poll() is None:
+        proc.terminate()
+    try:
+        proc.communicate(timeout=GUARD_S)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate(timeout=GUARD_S)
 
 
 def _wait_file(path: Path, timeout: float = GUARD_S) -> float:
@@ -241,10 +262,10 @@ def test_joblocks_run_stops_its_command_when_the_relay_stalls(
         saw = (tmp_path / "second.started").read_text()
         first_out = first.communicate(timeout=GUARD_S)
     finally:
+        relay.resume()
         for proc in (first, second):
-            if proc is not None and proc.poll() is None:
-                proc.kill()
-                proc.communicate(timeout=GUARD_S)
+            if proc is not None:
+                _end(proc)
     report(
         "stalled relay, joblocks run",
         database,
