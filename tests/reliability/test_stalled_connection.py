@@ -207,7 +207,7 @@ def _run(url: str, table: str, tmp_path: Path, key: str, mine: str, other: str) 
         str(tmp_path / mine),
         str(tmp_path / other),
     ]
-    return subprocess.Popen(  # noqa: S603 - this Python, this package
+    return subprocess.Popen(
         argv,
         env=env,
         stdout=subprocess.PIPE,

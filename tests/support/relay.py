@@ -33,7 +33,7 @@ class Relay:
         argv = [sys.executable, str(Path(__file__).resolve()), str(target)]
         if stall_after_s is not None:
             argv += ["--stall-after", str(stall_after_s)]
-        self.proc = subprocess.Popen(  # noqa: S603 - this file, run by this Python
+        self.proc = subprocess.Popen(
             argv,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
