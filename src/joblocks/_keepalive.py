@@ -7,6 +7,14 @@ lease lost when a renewal is refused or the lease runs out before one lands, and
 renewing at ``max_hold``. It holds leases weakly: a lease that is released, garbage
 collected, or left behind by ``fork()`` is no longer renewed, and the thread or task
 ends when it has nothing left to renew.
+
+A renewer does the renewals; it is not what tells a lease it ran out. Each keep-alive
+lease has an alarm of the process's watchdog (``_deadline``) at its deadline less a
+margin, re-armed by each renewal that lands: the loss is reported then even while a
+renewal hangs on a connection that stopped forwarding, and that renewal, bounded by the
+same deadline, is abandoned. The sync renewer's renewals run on a connection each model
+keeps while it has keep-alive leases (``JobLockModel._on_keeper``), which the process's
+other calls never take.
 """
 
 from __future__ import annotations
