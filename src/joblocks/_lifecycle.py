@@ -269,7 +269,6 @@ def lease_release(lease: LeaseBase) -> Steps[bool]:
             lease.token,
             lease._min_hold_ms,
             lease._hold_until_ms,
-            keeper=lease.keepalive,  # on the renewals' connection: it is there
         )
     except LockBackendError as exc:
         _events.emit("error", lease.key, lease.holder, token=lease.token, error=exc)
