@@ -41,7 +41,7 @@ log = logging.getLogger("joblocks")
 #: that landed was sent)...
 LOSS_MARGIN_SHARE = 0.05
 #: ... but at least this long before (seconds) ...
-LOSS_MARGIN_MIN_S = 0.1
+LOSS_MARGIN_MIN_S = 0.02
 #: ... and at most this long (seconds); never more than half the ttl.
 LOSS_MARGIN_MAX_S = 5.0
 #: How long a server-side cancel may take, at most (seconds; it runs on a thread of its
@@ -51,7 +51,7 @@ CANCEL_TIMEOUT_S = 5.0
 
 def loss_margin_s(ttl_ms: float) -> float:
     """Seconds before the end of its ttl at which a keep-alive lease counts as lost:
-    5 % of the ttl, at least 0.1 s and at most 5 s, never more than half the ttl.
+    5 % of the ttl, at least 20 ms and at most 5 s, never more than half the ttl.
 
     The margin covers the two clocks (this process's monotonic clock and the
     database's) running at slightly different rates (NTP allows 500 ppm) and the time
