@@ -198,7 +198,21 @@ class LeaseLost(LockError):
         super().__init__(f"lease on {lock_key!r} lost: {reason}")
 
 
+class NoReply(TimeoutError):
+    """A database call abandoned when no reply came within the model's ``timeout``
+    (private: it comes out as :class:`LockTimeoutError`)."""
+
+    def __init__(self, timeout_ms: float) -> None:
+        super().__init__(
+            f"no reply within {timeout_ms:.0f} ms (timeout=): the call was abandoned and "
+            "its statement cancelled, so its outcome is unknown: it may have committed "
+            "(a retry by the same holder is idempotent; an unretried grant expires)"
+        )
+
+
 def _detail(exc: BaseException) -> str:
+    if isinstance(exc, NoReply):
+        return str(exc)
     if isinstance(exc, sa_exc.DBAPIError) and exc.orig is not None:
         text = str(exc.orig).strip() or type(exc.orig).__name__
         return f"{type(exc.orig).__name__}: {text.splitlines()[0]}"

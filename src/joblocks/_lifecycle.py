@@ -303,7 +303,12 @@ def ensure_held(lease: LeaseBase) -> Steps[None]:
 
 
 def renew_once(lease: LeaseBase) -> Steps[None]:
-    """One renewal by a keep-alive renewer; never raises."""
+    """One renewal by a keep-alive renewer; never raises.
+
+    It runs on the connection the model keeps for its keep-alive leases, and is
+    abandoned (its statement cancelled) when it has not ended by the time the lease
+    counts as lost: the watchdog reports the loss then, whether or not it returned.
+    """
     sent = time.monotonic()
     try:
         expires = yield from call(
@@ -314,10 +319,12 @@ def renew_once(lease: LeaseBase) -> Steps[None]:
             lease.holder,
             lease.token,
             lease.ttl_ms,
+            until=lease._lost_at,
+            keeper=True,
         )
     except Exception as exc:
         _events.emit("error", lease.key, lease.holder, token=lease.token, error=exc)
-        log.warning("joblocks: renewing %r failed: %s", lease.key, exc)
+        lease._renewal_failed(exc)
         lease._check_ran_out()
         lease._after_failed_renewal(time.monotonic())
         return
