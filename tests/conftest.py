@@ -7,6 +7,7 @@ where they fail.
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -15,17 +16,87 @@ from typing import Any
 import pytest
 
 from .support.faces import models
-from .support.matrix import BACKENDS, DEPLOYMENT_BACKENDS, PATHS, server_or_skip, url_for
-from .support.servers import (
-    Server,
-    start_mariadb,
-    start_pgbouncer,
-    start_postgres,
+from .support.matrix import (
+    BACKENDS,
+    DEPLOYMENT_BACKENDS,
+    PATHS,
+    SHARED_SERVERS,
+    server_or_skip,  # noqa: F401 (for fixtures of servers of their own)
+    shared_server,
+    url_for,
 )
+from .support.servers import Server
+
+#: Groups left out of a plain ``pytest`` (their own CI steps in ``.ci/run``), unless
+#: ``-m`` is given or the test's file is named on the command line.
+SEPARATE_GROUPS = ("races", "reliability", "bench", "slow")
+#: Modules of the ``bench`` group: the benchmark scripts' smoke runs.
+BENCH_MODULES = ("test_benchmark_suite.py", "test_benchmark_scripts.py", "test_peers_benchmark.py")
+
+#: Of these, the groups that run in one process (``-n 0``): they restart and cut off
+#: the servers, and time their own worker processes.
+SERIAL_GROUPS = ("races", "reliability", "bench")
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config._joblocks_servers = {}  # type: ignore[attr-defined]
+    if config.getoption("dist", "no") != "no" and not hasattr(config, "workerinput"):
+        # The controller of a parallel run: one set of servers for every worker.
+        from .support.shared import start_keeper
+
+        keeper = start_keeper(SHARED_SERVERS)
+        config._joblocks_keeper = keeper  # type: ignore[attr-defined]
+        config.add_cleanup(keeper.close)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    """xdist: tell each worker where the controller's server keeper listens."""
+    from .support.shared import WORKERINPUT_KEY
+
+    keeper = getattr(node.config, "_joblocks_keeper", None)
+    if keeper is not None:
+        node.workerinput[WORKERINPUT_KEY] = keeper.address
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """``-n auto``: two workers per core (most of a test is waiting on a database, a
+    process or a clock), at most 8."""
+    return max(2, min(8, 2 * (os.cpu_count() or 1)))
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config: pytest.Config) -> None:
+    """Run the races, the reliability scenarios and the benchmark smokes in one process
+    (``-n 0``) when they are asked for (``-m reliability``, a path under
+    ``tests/reliability``)."""
+    if not config.getoption("numprocesses", None):
+        return
+    expression = config.getoption("markexpr", "") or ""
+    named = [a for a in config.args if "reliability" in a or "test_races" in a]
+    wanted = any(
+        group in expression and f"not {group}" not in expression for group in SERIAL_GROUPS
+    )
+    if wanted or named:
+        config.option.numprocesses = 0
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.path.name in BENCH_MODULES:
+            item.add_marker(pytest.mark.bench)
+    if config.getoption("markexpr", ""):
+        return
+    here = config.invocation_params.dir
+    named = {str((here / a.split("::")[0]).resolve()) for a in config.args}
+    kept, left = [], []
+    for item in items:
+        separate = any(item.get_closest_marker(g) for g in SEPARATE_GROUPS)
+        (left if separate and str(item.path) not in named else kept).append(item)
+    if left:
+        config.hook.pytest_deselected(items=left)
+        items[:] = kept
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -45,67 +116,47 @@ def long_run(request: pytest.FixtureRequest) -> bool:
 
 @pytest.fixture(scope="session")
 def pg_server(request: pytest.FixtureRequest) -> Server:
-    return server_or_skip(request, "postgresql", start_postgres)
+    return shared_server(request, "postgresql")
 
 
 @pytest.fixture(scope="session")
 def mariadb_server(request: pytest.FixtureRequest) -> Server:
-    return server_or_skip(request, "mariadb", start_mariadb)
+    return shared_server(request, "mariadb")
 
 
 @pytest.fixture(scope="session")
-def pgbouncer_transaction(request: pytest.FixtureRequest, pg_server: Server) -> Server:
+def pgbouncer_transaction(request: pytest.FixtureRequest) -> Server:
     """PgBouncer in ``pool_mode = transaction`` in front of ``pg_server`` (2 server
     connections shared by all clients)."""
-    return server_or_skip(
-        request,
-        "pgbouncer-transaction",
-        lambda tmp: start_pgbouncer(tmp, pg_server, "transaction", pool_size=2),
-    )
+    return shared_server(request, "pgbouncer-transaction")
 
 
 @pytest.fixture(scope="session")
-def pgbouncer_session(request: pytest.FixtureRequest, pg_server: Server) -> Server:
+def pgbouncer_session(request: pytest.FixtureRequest) -> Server:
     """PgBouncer in ``pool_mode = session`` in front of ``pg_server``: a client keeps its
     server connection until it disconnects (then the next client gets it, reset), so
     the pool has room for every client of a test at once (30)."""
-    return server_or_skip(
-        request,
-        "pgbouncer-session",
-        lambda tmp: start_pgbouncer(tmp, pg_server, "session", pool_size=30),
-    )
+    return shared_server(request, "pgbouncer-session")
 
 
 @pytest.fixture(scope="session")
 def pg_serializable(request: pytest.FixtureRequest) -> Server:
     """A second throwaway PostgreSQL whose default isolation is serializable
     (``default_transaction_isolation`` set on the server)."""
-    return server_or_skip(
-        request,
-        "postgresql-serializable",
-        lambda tmp: start_postgres(tmp, {"default_transaction_isolation": "serializable"}),
-    )
+    return shared_server(request, "postgresql-serializable")
 
 
 @pytest.fixture(scope="session")
 def mariadb_serializable(request: pytest.FixtureRequest) -> Server:
     """A second throwaway MariaDB whose default isolation is serializable
     (``--transaction-isolation=SERIALIZABLE``)."""
-    return server_or_skip(
-        request,
-        "mariadb-serializable",
-        lambda tmp: start_mariadb(tmp, ["--transaction-isolation=SERIALIZABLE"]),
-    )
+    return shared_server(request, "mariadb-serializable")
 
 
 @pytest.fixture(scope="session")
-def pgbouncer_serializable(request: pytest.FixtureRequest, pg_serializable: Server) -> Server:
+def pgbouncer_serializable(request: pytest.FixtureRequest) -> Server:
     """PgBouncer in transaction mode in front of ``pg_serializable``."""
-    return server_or_skip(
-        request,
-        "pgbouncer-serializable",
-        lambda tmp: start_pgbouncer(tmp, pg_serializable, "transaction", pool_size=2),
-    )
+    return shared_server(request, "pgbouncer-serializable")
 
 
 @pytest.fixture
