@@ -192,12 +192,22 @@ def make_face_model(face: str, table_name: str) -> Iterator[Callable[..., Any]]:
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    # Tests that take ``acquire_path`` run for every (database, path) pair that exists.
+    # Tests that take ``acquire_path`` (``model``) run once per database on its default
+    # path (the first of PATHS): the paths differ only in the grant statement. Tests of
+    # grants (``@pytest.mark.acquire_paths``, or a module's ``ACQUIRE_PATHS = True``)
+    # run every (database, path) pair that exists. Deployment shapes (PgBouncer, a
+    # serializable server) are added by ``@pytest.mark.deployments`` or a module's
+    # ``DEPLOYMENTS = True``; checks of arguments made before any database call
+    # (``@pytest.mark.argument_checks``) run on SQLite alone, on both faces.
+    marked = metafunc.definition.get_closest_marker
     backends = BACKENDS
-    if getattr(metafunc.module, "DEPLOYMENTS", False):
+    if getattr(metafunc.module, "DEPLOYMENTS", False) or marked("deployments"):
         backends += tuple(DEPLOYMENT_BACKENDS)
+    if marked("argument_checks"):
+        backends = ("sqlite",)
+    every_path = getattr(metafunc.module, "ACQUIRE_PATHS", False) or marked("acquire_paths")
     if "acquire_path" in metafunc.fixturenames:
-        pairs = [(b, p) for b in backends for p in PATHS[b]]
+        pairs = [(b, p) for b in backends for p in (PATHS[b] if every_path else PATHS[b][:1])]
         metafunc.parametrize(("backend", "acquire_path"), pairs, ids=[f"{b}-{p}" for b, p in pairs])
     elif "backend" in metafunc.fixturenames and not _parametrizes(metafunc, "backend"):
         metafunc.parametrize("backend", backends)
@@ -214,7 +224,7 @@ def _parametrizes(metafunc: pytest.Metafunc, name: str) -> bool:
 
 @pytest.fixture
 def model(make_model: Callable[..., Any], acquire_path: str) -> Any:
-    """The model under test: every database × face × acquire path."""
+    """The model under test: every database × face (× acquire path, for tests of grants)."""
     return make_model(acquire_path=acquire_path)
 
 

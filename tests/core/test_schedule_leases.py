@@ -57,6 +57,7 @@ def wait_for_db_time(model: Any, at_ms: int, timeout: float = 10.0) -> None:
         time.sleep(0.05)
 
 
+@pytest.mark.acquire_paths
 def test_one_start_per_slot(model: Any, key: str, events: list[joblocks.Event]) -> None:
     first = model.try_lease(key, 30_000, holder="a", schedule=YEARLY)
     assert first is not None
@@ -79,6 +80,7 @@ def test_one_start_per_slot(model: Any, key: str, events: list[joblocks.Event]) 
     assert model.try_lease(key, 30_000, holder="b") is None
 
 
+@pytest.mark.acquire_paths
 def test_a_crashed_run_still_counts(model: Any, key: str) -> None:
     """A run whose lease ran out (its worker died) was the slot's start: no other one,
     while a plain lease would be taken over."""
