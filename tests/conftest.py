@@ -7,6 +7,7 @@ where they fail.
 
 from __future__ import annotations
 
+import inspect
 import os
 import uuid
 from collections.abc import Callable, Iterator
@@ -192,20 +193,26 @@ def make_face_model(face: str, table_name: str) -> Iterator[Callable[..., Any]]:
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    # Tests that take ``acquire_path`` (``model``) run once per database on its default
-    # path (the first of PATHS): the paths differ only in the grant statement. Tests of
-    # grants (``@pytest.mark.acquire_paths``, or a module's ``ACQUIRE_PATHS = True``)
-    # run every (database, path) pair that exists. Deployment shapes (PgBouncer, a
-    # serializable server) are added by ``@pytest.mark.deployments`` or a module's
-    # ``DEPLOYMENTS = True``; checks of arguments made before any database call
-    # (``@pytest.mark.argument_checks``) run on SQLite alone, on both faces.
+    # Tests that take ``model`` run once per database on its default path (the first of
+    # PATHS): the paths differ only in the grant statement. Tests of grants
+    # (``@pytest.mark.acquire_paths``, a module's ``ACQUIRE_PATHS = True``, or a test
+    # taking ``acquire_path`` itself) run every (database, path) pair that exists.
+    # Deployment shapes (PgBouncer, a serializable server) are added by
+    # ``@pytest.mark.deployments`` or a module's ``DEPLOYMENTS = True``; checks of
+    # arguments made before any database call (``@pytest.mark.argument_checks``) run on
+    # SQLite alone, on both faces.
     marked = metafunc.definition.get_closest_marker
     backends = BACKENDS
     if getattr(metafunc.module, "DEPLOYMENTS", False) or marked("deployments"):
         backends += tuple(DEPLOYMENT_BACKENDS)
     if marked("argument_checks"):
         backends = ("sqlite",)
-    every_path = getattr(metafunc.module, "ACQUIRE_PATHS", False) or marked("acquire_paths")
+    every_path = (
+        getattr(metafunc.module, "ACQUIRE_PATHS", False)
+        or marked("acquire_paths")
+        # a test that names the path itself (races of the grant statement) needs each
+        or "acquire_path" in inspect.signature(metafunc.function).parameters
+    )
     if "acquire_path" in metafunc.fixturenames:
         pairs = [(b, p) for b in backends for p in (PATHS[b] if every_path else PATHS[b][:1])]
         metafunc.parametrize(("backend", "acquire_path"), pairs, ids=[f"{b}-{p}" for b, p in pairs])
