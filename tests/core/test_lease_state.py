@@ -164,6 +164,7 @@ def _fences(db_url: str, held: Any) -> bool:
         engine.dispose()
 
 
+@pytest.mark.acquire_paths
 def test_a_stale_lease_never_acts_on_a_later_grant_to_the_same_holder(
     model: Any, key: str, db_url: str
 ) -> None:
