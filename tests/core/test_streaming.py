@@ -164,6 +164,7 @@ def test_cli_list_empty(
     assert text.stdout.startswith("no held locks")
 
 
+@pytest.mark.bench  # the benchmark smokes' step
 def test_list_memory_benchmark_smoke() -> None:
     """``benchmarks/list_memory.py --smoke`` runs (its figures are not judged here)."""
     script = Path(__file__).resolve().parents[2] / "benchmarks" / "list_memory.py"
