@@ -28,8 +28,8 @@ from .support.matrix import (
 )
 from .support.servers import Server
 
-#: Groups left out of a plain ``pytest`` (their own CI steps in ``.ci/run``), unless
-#: ``-m`` is given or the test's file is named on the command line.
+#: Groups left out of a plain ``pytest`` (their own steps in ``scripts/test``), unless
+#: ``-m`` is given or the test's file (or a directory below tests/) is named.
 SEPARATE_GROUPS = ("races", "reliability", "bench", "slow")
 #: Modules of the ``bench`` group: the benchmark scripts' smoke runs.
 BENCH_MODULES = ("test_benchmark_suite.py", "test_benchmark_scripts.py", "test_peers_benchmark.py")
@@ -90,12 +90,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.bench)
     if config.getoption("markexpr", ""):
         return
+    # Named on the command line: a file, or a directory other than the testpaths.
     here = config.invocation_params.dir
-    named = {str((here / a.split("::")[0]).resolve()) for a in config.args}
+    roots = {(config.rootpath / p).resolve() for p in config.getini("testpaths")}
+    named = {(here / a.split("::")[0]).resolve() for a in config.args} - roots
     kept, left = [], []
     for item in items:
         separate = any(item.get_closest_marker(g) for g in SEPARATE_GROUPS)
-        (left if separate and str(item.path) not in named else kept).append(item)
+        asked = any(item.path == p or p in item.path.parents for p in named)
+        (left if separate and not asked else kept).append(item)
     if left:
         config.hook.pytest_deselected(items=left)
         items[:] = kept
