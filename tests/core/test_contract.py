@@ -1,4 +1,5 @@
-"""The reference's documented behaviours, once, for every database × face × acquire path."""
+"""The reference's documented behaviours, once, for every database × face (× acquire path
+and deployment shape where they make a difference)."""
 
 from __future__ import annotations
 
@@ -12,11 +13,14 @@ import pytest
 import joblocks
 
 TTL = 30_000
-#: Also through PgBouncer in transaction and in session mode, and on a PostgreSQL whose
-#: default isolation is serializable (see tests/conftest.py).
-DEPLOYMENTS = True
+# Each database's default acquire path, except the tests of grants
+# (``acquire_paths``); those of each statement kind (``deployments``) also through
+# PgBouncer in transaction and in session mode and on a PostgreSQL whose default
+# isolation is serializable (see tests/conftest.py).
 
 
+@pytest.mark.acquire_paths
+@pytest.mark.deployments
 def test_acquire_free_key_writes_the_row(model: Any, key: str) -> None:
     before = model.now_ms()
     assert model.acquire(key, TTL, "w1") is True
@@ -32,6 +36,8 @@ def test_acquire_free_key_writes_the_row(model: Any, key: str) -> None:
     assert not row.expired
 
 
+@pytest.mark.acquire_paths
+@pytest.mark.deployments
 def test_acquire_held_by_another_is_refused_and_changes_nothing(model: Any, key: str) -> None:
     assert model.acquire(key, TTL, "w1")
     first = model.peek(key)
@@ -41,6 +47,8 @@ def test_acquire_held_by_another_is_refused_and_changes_nothing(model: Any, key:
     assert model.peek(key).fence == first.fence
 
 
+@pytest.mark.acquire_paths
+@pytest.mark.deployments
 def test_reentrant_acquire_pushes_expiry_forward_and_keeps_token(model: Any, key: str) -> None:
     assert model.acquire(key, 1_000, "w1")
     first = model.peek(key)
@@ -52,6 +60,8 @@ def test_reentrant_acquire_pushes_expiry_forward_and_keeps_token(model: Any, key
     assert again.fence == first.fence
 
 
+@pytest.mark.acquire_paths
+@pytest.mark.deployments
 def test_expired_lease_is_taken_over_with_a_larger_token(model: Any, key: str) -> None:
     assert model.acquire(key, 50, "w1")
     old = model.peek(key)
@@ -63,6 +73,8 @@ def test_expired_lease_is_taken_over_with_a_larger_token(model: Any, key: str) -
     assert new.fence > old.fence
 
 
+@pytest.mark.acquire_paths
+@pytest.mark.deployments
 def test_tokens_grow_across_releases_and_takeovers(model: Any, key: str) -> None:
     tokens = []
     for i in range(6):
@@ -75,6 +87,7 @@ def test_tokens_grow_across_releases_and_takeovers(model: Any, key: str) -> None
     assert len(set(tokens)) == len(tokens)
 
 
+@pytest.mark.deployments
 def test_release_deletes_only_the_holders_row(model: Any, key: str) -> None:
     assert model.acquire(key, TTL, "w1")
     assert model.release(key, "w2") is False
@@ -88,6 +101,7 @@ def test_release_of_a_lock_never_held_is_a_noop(model: Any, key: str) -> None:
     assert model.peek(key) is None
 
 
+@pytest.mark.acquire_paths
 def test_stale_holder_cannot_release_the_new_holders_lease(model: Any, key: str) -> None:
     assert model.acquire(key, 50, "w1")
     time.sleep(0.12)
@@ -96,6 +110,7 @@ def test_stale_holder_cannot_release_the_new_holders_lease(model: Any, key: str)
     assert model.peek(key).holder == "w2"
 
 
+@pytest.mark.deployments
 def test_refresh_moves_expiry_for_the_holder_only(model: Any, key: str) -> None:
     assert model.acquire(key, 1_000, "w1")
     before = model.peek(key)
@@ -128,6 +143,7 @@ def test_refresh_of_own_expired_unclaimed_lease_succeeds(model: Any, key: str) -
     assert model.acquire(key, TTL, "w2") is False
 
 
+@pytest.mark.deployments
 def test_peek_returns_expired_rows_and_none_when_absent(model: Any, key: str) -> None:
     assert model.peek(key) is None
     assert model.acquire(key, 50, "w1")
@@ -145,6 +161,7 @@ def test_ttl_as_timedelta(model: Any, key: str) -> None:
     assert row.expires_at - row.acquired_at == timedelta(minutes=5)
 
 
+@pytest.mark.acquire_paths
 def test_keys_are_compared_byte_for_byte(model: Any) -> None:
     keys = ["Job", "job", "job ", "jöb"]
     for i, k in enumerate(keys):
@@ -153,6 +170,7 @@ def test_keys_are_compared_byte_for_byte(model: Any) -> None:
     assert sorted(r.key for r in model.list()) == sorted(keys)
 
 
+@pytest.mark.acquire_paths
 def test_holders_are_compared_byte_for_byte(model: Any, key: str) -> None:
     assert model.acquire(key, TTL, "Worker")
     assert model.acquire(key, TTL, "worker") is False
@@ -160,6 +178,7 @@ def test_holders_are_compared_byte_for_byte(model: Any, key: str) -> None:
     assert model.release(key, "worker") is False
 
 
+@pytest.mark.acquire_paths
 def test_longest_key_fits(model: Any) -> None:
     key = "é" * (joblocks.MAX_KEY_BYTES // 2)
     holder = "h" * joblocks.MAX_HOLDER_BYTES
@@ -173,6 +192,7 @@ def test_longest_key_fits(model: Any) -> None:
 # -- run_with_lock ------------------------------------------------------------------
 
 
+@pytest.mark.deployments
 def test_run_with_lock_runs_work_and_releases(model: Any, key: str) -> None:
     seen = []
 
@@ -300,6 +320,7 @@ def test_plain_model_surface(model: Any) -> None:
 # -- errors are not "taken" ---------------------------------------------------------
 
 
+@pytest.mark.deployments
 def test_missing_table_is_a_backend_error_not_taken(make_model: Any, key: str) -> None:
     model = make_model(create_table=False)
     with pytest.raises(joblocks.LockBackendError) as info:

@@ -21,6 +21,7 @@ import joblocks
 import joblocks.aio
 from joblocks import _config
 
+from ..support.matrix import own_server
 from ..support.servers import Server
 
 
@@ -285,11 +286,16 @@ def test_forked_child_gets_a_new_worker_id_and_its_own_connections(
 # -- the database restarts --------------------------------------------------------
 
 
-@pytest.mark.parametrize("which", ["pg_server", "mariadb_server"])
+@pytest.mark.server
+@pytest.mark.parametrize("which", ["postgresql", "mariadb"])
 def test_leases_survive_a_database_restart_and_the_model_reconnects(
-    request: pytest.FixtureRequest, which: str, table_name: str
+    which: str, table_name: str
 ) -> None:
-    server: Server = request.getfixturevalue(which)
+    with own_server(which) as server:  # restarted: not the one other tests use
+        _restart_keeps_leases(server, table_name)
+
+
+def _restart_keeps_leases(server: Server, table_name: str) -> None:
     model = joblocks.JobLockModel(server.url, table_name=table_name)
     fence = model.acquire_token("job", 60_000, "w1")
     assert fence is not None

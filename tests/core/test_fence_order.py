@@ -14,6 +14,7 @@ import threading
 import time
 from typing import Any
 
+import pytest
 import sqlalchemy as sa
 
 from joblocks._schema import fence_counter_name, fence_sequence_name
@@ -85,6 +86,7 @@ def _other_grant(
         engine.dispose()
 
 
+@pytest.mark.acquire_paths
 def test_a_grant_that_waited_gets_a_larger_token_than_the_grant_before_it(
     model: Any, key: str, backend: str, db_url: str
 ) -> None:

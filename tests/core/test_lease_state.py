@@ -137,6 +137,7 @@ def test_a_live_lease_refreshes_and_stays_held(make_model: Any, key: str) -> Non
 # -- the token rule ----------------------------------------------------------------------
 
 
+@pytest.mark.acquire_paths
 def test_taking_back_an_expired_row_is_a_new_grant(model: Any, key: str) -> None:
     """Same holder, expired row: a new, larger token (every acquire path)."""
     first = model.acquire_token(key, 50, "w1")
@@ -163,6 +164,7 @@ def _fences(db_url: str, held: Any) -> bool:
         engine.dispose()
 
 
+@pytest.mark.acquire_paths
 def test_a_stale_lease_never_acts_on_a_later_grant_to_the_same_holder(
     model: Any, key: str, db_url: str
 ) -> None:
@@ -182,6 +184,7 @@ def test_a_stale_lease_never_acts_on_a_later_grant_to_the_same_holder(
     assert model.peek(key) is None
 
 
+@pytest.mark.acquire_paths
 def test_a_stale_lease_cannot_refresh_a_later_grant(model: Any, key: str) -> None:
     stale = model.try_lease(key, 50, holder="w1")
     time.sleep(0.1)

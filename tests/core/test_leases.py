@@ -42,6 +42,7 @@ def wait_until(predicate: Any, timeout: float = 5.0) -> bool:
     return bool(predicate())
 
 
+@pytest.mark.acquire_paths
 def test_try_lease_returns_the_grant(model: Any, key: str) -> None:
     held = model.try_lease(key, 10_000)
     assert held is not None
@@ -80,6 +81,7 @@ def test_refresh_extends_and_keeps_the_token(model: Any, key: str) -> None:
     held.release()
 
 
+@pytest.mark.acquire_paths
 def test_a_takeover_makes_the_old_lease_lost_everywhere(model: Any, key: str) -> None:
     old = model.try_lease(key, 100, holder="w1")
     old.ensure_held()  # still ours
@@ -95,6 +97,7 @@ def test_a_takeover_makes_the_old_lease_lost_everywhere(model: Any, key: str) ->
     new.release()
 
 
+@pytest.mark.acquire_paths
 def test_a_new_grant_to_the_same_holder_invalidates_the_old_lease(model: Any, key: str) -> None:
     first = model.try_lease(key, 10_000, holder="w1")
     assert model.release(key, "w1")
@@ -309,6 +312,7 @@ def test_run_with_lock_wait_waits_out_an_overlapping_call_in_this_process(
 # -- bad options --------------------------------------------------------------------
 
 
+@pytest.mark.argument_checks
 def test_bad_lease_options(model: Any, key: str) -> None:
     with pytest.raises(ValueError, match="renew_every"):
         model.try_lease(key, 1_000, keepalive=True, renew_every=1_000)

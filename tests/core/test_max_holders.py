@@ -24,6 +24,7 @@ def live_holders(model: Any, key: str) -> list[str]:
     return sorted(row.holder for row in model.holders(key) if not row.expired)
 
 
+@pytest.mark.acquire_paths
 def test_n_holders_then_refused(model: Any, key: str) -> None:
     leases = [take(model, key, 3, f"h{i}") for i in range(3)]
     assert all(lease is not None for lease in leases)
@@ -54,6 +55,7 @@ def test_n_holders_then_refused(model: Any, key: str) -> None:
     single.release()
 
 
+@pytest.mark.acquire_paths
 def test_a_released_place_is_taken_by_the_next(model: Any, key: str) -> None:
     first = take(model, key, 2, "a")
     second = take(model, key, 2, "b")
@@ -71,6 +73,7 @@ def test_a_released_place_is_taken_by_the_next(model: Any, key: str) -> None:
     third.release()
 
 
+@pytest.mark.acquire_paths
 def test_reentrant_per_holder(model: Any, key: str) -> None:
     """A holder with a live place re-acquires that place (keeps its token), never a
     second one: every reference behaviour of a single lease holds per holder."""
@@ -86,6 +89,7 @@ def test_reentrant_per_holder(model: Any, key: str) -> None:
     assert take(model, key, 3, "d") is None
 
 
+@pytest.mark.acquire_paths
 def test_expired_place_is_a_new_grant(model: Any, key: str) -> None:
     short = take(model, key, 1, "a", ttl=150)
     assert take(model, key, 1, "b") is None
@@ -217,6 +221,7 @@ def test_prune_removes_expired_places_and_group(model: Any, key: str) -> None:
     ("value", "error"),
     [(True, TypeError), ("3", TypeError), (2.0, TypeError), (0, ValueError), (1001, ValueError)],
 )
+@pytest.mark.argument_checks
 def test_bad_max_holders(model: Any, key: str, value: Any, error: type[Exception]) -> None:
     with pytest.raises(error, match="max_holders"):
         model.try_lease(key, 10_000, max_holders=value)
@@ -293,6 +298,7 @@ def test_events_name_the_place(model: Any, key: str) -> None:
     assert [(e.kind, e.key) for e in seen if e.holder == "c"] == [("conflict", key)]
 
 
+@pytest.mark.argument_checks
 def test_not_with_schedule(model: Any, key: str) -> None:
     """With ``liveness="session"`` it works: tests/core/test_max_holders_liveness.py."""
     with pytest.raises(ValueError, match="max_holders cannot be combined with schedule="):

@@ -15,6 +15,7 @@ import joblocks
 DEPLOYMENTS = True
 
 
+@pytest.mark.acquire_paths
 def test_places_everywhere(model: Any, key: str) -> None:
     leases = [model.try_lease(key, 10_000, holder=f"h{i}", max_holders=2) for i in range(2)]
     assert sorted(lease.place for lease in leases) == [1, 2]

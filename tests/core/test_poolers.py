@@ -49,6 +49,7 @@ def _summary(results: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+@pytest.mark.races  # processes in contention for seconds: the races step
 def test_processes_through_the_pooler_run_only_their_own_statements(
     pooler: Server, pg_server: Server, face: str, table_name: str
 ) -> None:

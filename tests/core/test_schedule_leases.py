@@ -14,6 +14,7 @@ from datetime import datetime
 from typing import Any
 
 import pytest
+import sqlalchemy as sa
 
 import joblocks
 from joblocks import Schedule
@@ -57,6 +58,7 @@ def wait_for_db_time(model: Any, at_ms: int, timeout: float = 10.0) -> None:
         time.sleep(0.05)
 
 
+@pytest.mark.acquire_paths
 def test_one_start_per_slot(model: Any, key: str, events: list[joblocks.Event]) -> None:
     first = model.try_lease(key, 30_000, holder="a", schedule=YEARLY)
     assert first is not None
@@ -79,6 +81,7 @@ def test_one_start_per_slot(model: Any, key: str, events: list[joblocks.Event]) 
     assert model.try_lease(key, 30_000, holder="b") is None
 
 
+@pytest.mark.acquire_paths
 def test_a_crashed_run_still_counts(model: Any, key: str) -> None:
     """A run whose lease ran out (its worker died) was the slot's start: no other one,
     while a plain lease would be taken over."""
@@ -91,6 +94,37 @@ def test_a_crashed_run_still_counts(model: Any, key: str) -> None:
     taken_over.release()
 
 
+def backdate(db_url: str, table_name: str, key: str, by_ms: int) -> None:
+    """Move ``key``'s row back by ``by_ms``: its run started that much earlier."""
+    table = sa.table(table_name, sa.column("id"), sa.column("acquired_at"), sa.column("expires_at"))
+    back = {"acquired_at": table.c.acquired_at - by_ms, "expires_at": table.c.expires_at - by_ms}
+    engine = sa.create_engine(db_url)
+    try:
+        with engine.begin() as conn:
+            conn.execute(sa.update(table).where(table.c.id == key).values(back))
+    finally:
+        engine.dispose()
+
+
+@pytest.mark.acquire_paths
+def test_the_next_slot_starts_again_after_a_backdated_run(
+    model: Any, key: str, db_url: str, table_name: str
+) -> None:
+    """What test_next_slot_starts_again proves through a real slot, with the run moved
+    back by more than a (yearly) slot instead of waiting for the next one."""
+    first = model.try_lease(key, 30_000, holder="a", schedule=YEARLY)
+    assert first is not None
+    first.release()
+    assert model.try_lease(key, 30_000, holder="b", schedule=YEARLY) is None  # this slot's run
+    backdate(db_url, table_name, key, 400 * 24 * 3_600_000)  # it ran in last year's slot
+    second = model.try_lease(key, 30_000, holder="b", schedule=YEARLY)
+    assert second is not None
+    assert second.slot == first.slot  # this slot: its run is now a year old
+    assert second.token > first.token
+    second.release()
+
+
+@pytest.mark.slow  # real two-second slots: the slow step
 @needs_seconds
 def test_next_slot_starts_again(model: Any, key: str) -> None:
     first = model.try_lease(key, 30_000, holder="a", schedule=TWO_SECONDS)
@@ -104,6 +138,7 @@ def test_next_slot_starts_again(model: Any, key: str) -> None:
     second.release()
 
 
+@pytest.mark.slow  # real two-second slots: the slow step
 @needs_seconds
 def test_a_run_in_progress_blocks_past_its_slot(
     model: Any, key: str, events: list[joblocks.Event]
@@ -122,6 +157,7 @@ def test_a_run_in_progress_blocks_past_its_slot(
     late.release()
 
 
+@pytest.mark.slow  # real two-second slots: the slow step
 @needs_seconds
 def test_release_keeps_the_later_of_min_hold_and_slot_end(model: Any, key: str) -> None:
     hour = 3_600_000

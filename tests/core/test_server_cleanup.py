@@ -5,7 +5,8 @@ SIGTERM (a cancelled CI job, ``timeout``), not when it is killed outright (SIGKI
 Each case runs a small pytest session in a subprocess that takes the suite's own
 session fixtures (``tests/conftest.py``: PostgreSQL, PgBouncer in front of it, MariaDB)
 and writes down their PIDs and data directories, then checks that no process of those
-servers is left.
+servers is left: in one process, and in parallel (``-n 2``), where the controlling
+process starts the servers for its workers (``tests/support/shared.py``).
 """
 
 from __future__ import annotations
@@ -115,8 +116,11 @@ def tmpdir_for_servers() -> Iterator[Path]:
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+@pytest.mark.parametrize("workers", ["0", "2"])  # in one process; shared by xdist workers
 @pytest.mark.parametrize("how", ["normal", "sigterm", "sigkill"])
-def test_no_server_outlives_the_run(how: str, tmp_path: Path, tmpdir_for_servers: Path) -> None:
+def test_no_server_outlives_the_run(
+    how: str, workers: str, tmp_path: Path, tmpdir_for_servers: Path
+) -> None:
     _require_servers()
     (tmp_path / "test_inner.py").write_text(INNER)
     out = tmp_path / "servers.txt"
@@ -129,7 +133,7 @@ def test_no_server_outlives_the_run(how: str, tmp_path: Path, tmpdir_for_servers
         "LEAK_CHECK_HOW": how,
     }
     argv = [sys.executable, "-m", "pytest", "-p", "tests.conftest", "-p", "no:cacheprovider"]
-    argv += ["-q", "-x", "test_inner.py"]
+    argv += ["-q", "-x", "-n", workers, "test_inner.py"]
     proc = subprocess.Popen(
         argv, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
     )

@@ -279,11 +279,15 @@ def _parent_death_signal(sig: signal.Signals) -> Callable[[], None] | None:
     It runs in the child after Popen has switched to the server user (a change of
     user clears the setting, so it must come after) and survives the exec. The
     setting follows the *thread* that forked: from another thread, a server would
-    be stopped when that thread ends, so only the main thread's servers get it.
+    be stopped when that thread ends, so only the main thread's servers get it, and
+    those of a thread marked ``lives_for_the_run`` (a thread of the keeper of the
+    servers shared by parallel workers, ``tests/support/shared.py``, which stops its
+    server before it ends).
     """
     if not sys.platform.startswith("linux"):
         return None
-    if threading.current_thread() is not threading.main_thread():
+    thread = threading.current_thread()
+    if thread is not threading.main_thread() and not getattr(thread, "lives_for_the_run", False):
         return None
     try:
         prctl = ctypes.CDLL(None, use_errno=True).prctl
