@@ -271,6 +271,9 @@ def lease_release(lease: LeaseBase) -> Steps[bool]:
             lease._hold_until_ms,
         )
     except LockBackendError as exc:
+        # Nothing is known to be let go: a later release() sends it again (the same
+        # holder and token check), so an outage does not block the key for the ttl.
+        lease._release_failed()
         _events.emit("error", lease.key, lease.holder, token=lease.token, error=exc)
         if lease._run_id is not None:
             yield from _ledger.record_end(lease)
@@ -371,11 +374,39 @@ def run_with_lock(
         _guard.leave(slot)
 
 
+#: A release after the work that fails (the database unreachable) is tried this many
+#: times in all, pausing :data:`RELEASE_PAUSES_S` between tries, and only while the
+#: lease has time left: at most a few seconds more than the tries' own time-outs.
+RELEASE_ATTEMPTS = 3
+RELEASE_PAUSES_S = (0.5, 1.5)
+
+
+def release_retrying(lease: LeaseBase) -> Steps[bool]:
+    """``Lease.release`` tried up to :data:`RELEASE_ATTEMPTS` times while the lease has
+    time left; the last failure is raised. Each try is the same token-checked release,
+    so a try whose commit was lost on the way back does no harm when sent again."""
+    attempt = 1
+    while True:
+        try:
+            return (yield from lease_release(lease))
+        except LockBackendError as exc:
+            left = lease.remaining().total_seconds()
+            if attempt >= RELEASE_ATTEMPTS or left <= 0:
+                raise
+            pause = min(RELEASE_PAUSES_S[min(attempt, len(RELEASE_PAUSES_S)) - 1], left)
+            log.warning(
+                "joblocks: releasing %r failed (%s); trying again in %.1f s", lease.key, exc, pause
+            )
+        yield Sleep(pause)
+        attempt += 1
+
+
 def release_quietly(lease: LeaseBase) -> Steps[None]:
-    """Release after the work, never raising (the lease expires on its own anyway);
-    shielded: a cancelled work still gets its release."""
+    """Release after the work, never raising (the lease expires on its own anyway),
+    retried briefly (:func:`release_retrying`); shielded: a cancelled work still gets
+    its release."""
     try:
-        released = yield Shielded(lease_release(lease))
+        released = yield Shielded(release_retrying(lease))
     except Exception:
         log.exception("joblocks: releasing %r failed; it expires on its own", lease.key)
         return
