@@ -42,6 +42,15 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 
+async def _finished(task: asyncio.Future[Any]) -> None:
+    """Wait until ``task`` is done, whatever cancellations arrive meanwhile."""
+    while not task.done():
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.wait((task,))
+    if not task.cancelled():
+        task.exception()  # retrieved: the caller decides what it means
+
+
 class JobLockModel(ModelCore):
     """The lock table of one database, for asyncio: every method is a coroutine.
 
@@ -93,11 +102,26 @@ class JobLockModel(ModelCore):
                         await step.work()
                 elif isinstance(step, Session):
                     result = await self._session(step)
-                else:
+                elif step.undo is None:
                     # A cancelled caller still gets these steps done (e.g. a release).
                     result = await asyncio.shield(self._drive(step.steps))
+                else:
+                    result = await self._settled(step)
             except BaseException as exc:  # thrown back in at the yield
                 error = exc
+
+    async def _settled(self, step: _steps.Shielded) -> Any:
+        """A shielded step with an ``undo``: if the caller is cancelled meanwhile, wait
+        for the steps to end (each bounded by the model's time-out), undo what they
+        returned, and only then let the cancellation go on."""
+        inner = asyncio.ensure_future(self._drive(step.steps))
+        try:
+            return await asyncio.shield(inner)
+        except asyncio.CancelledError:
+            await _finished(inner)
+            if not inner.cancelled() and inner.exception() is None and step.undo is not None:
+                await _finished(asyncio.ensure_future(self._drive(step.undo(inner.result()))))
+            raise
 
     async def _session(self, step: Session) -> Any:
         """A connection kept for a lease's life (see ``_steps.Session``)."""

@@ -12,6 +12,7 @@ both faces. (The shape of h11 and httpcore: the protocol knows no I/O.)
 
 from __future__ import annotations
 
+import functools
 import time
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -186,7 +187,12 @@ def take(
                 # With liveness, each place has its own session lock (``_places``).
                 grant, row = yield from _places.take(model, key, holder, opts, live)
             elif opts.schedule is None:
-                grant = yield from call(model, "acquire", _ops.acquire, key, holder, opts.ttl_ms)
+                # Shielded: a caller cancelled while the grant is on its way still
+                # gets it released (asyncio), not left to nobody until its ttl.
+                grant = yield Shielded(
+                    call(model, "acquire", _ops.acquire, key, holder, opts.ttl_ms),
+                    functools.partial(_drop_grant, model, key, holder),
+                )
             else:
                 grant, slot, skip = yield from call(
                     model, "acquire", _slots.acquire, key, holder, opts.ttl_ms, opts.schedule
@@ -216,26 +222,50 @@ def take(
                 yield from _ledger.record_skip(model, key, opts, slot)
             return None
         yield Sleep(pause if live is None else _liveness.poll(pause))
-    mine = True
-    if grant.acquired_ms is None and (times or opts.keepalive or opts.on_lost):
-        # MySQL/MariaDB report only the token: read the row's times.
-        grant, mine = _ops.fill_times(grant, (yield from call(model, "peek", _ops.peek, row)))
-    lease = model._lease_type(model, **opts.lease_state(row, grant, sent, opts.ttl_ms))
-    if opts.max_holders is not None:
-        lease._group = (key, opts.max_holders)
-    if slot is not None:
-        _slots.started(lease, slot)
-    if live is not None:
-        lease._live = live
-    waited = (sent - started) * 1000 if opts.wait_ms is not None else None
-    _events.emit("acquired", row, holder, token=grant.fence, waited_ms=waited)
-    if not mine:
-        lease._mark_lost("the row changed right after it was granted")
-    elif opts.keepalive:
-        lease._keep_alive()
-    if model.record if opts.record is None else opts.record:
-        yield from _ledger.record_start(model, lease, opts)
+    lease = None
+    try:
+        mine = True
+        if grant.acquired_ms is None and (times or opts.keepalive or opts.on_lost):
+            # MySQL/MariaDB report only the token: read the row's times.
+            grant, mine = _ops.fill_times(grant, (yield from call(model, "peek", _ops.peek, row)))
+        lease = model._lease_type(model, **opts.lease_state(row, grant, sent, opts.ttl_ms))
+        if opts.max_holders is not None:
+            lease._group = (key, opts.max_holders)
+        if slot is not None:
+            _slots.started(lease, slot)
+        if live is not None:
+            lease._live = live
+        waited = (sent - started) * 1000 if opts.wait_ms is not None else None
+        _events.emit("acquired", row, holder, token=grant.fence, waited_ms=waited)
+        if not mine:
+            lease._mark_lost("the row changed right after it was granted")
+        elif opts.keepalive:
+            lease._keep_alive()
+        if model.record if opts.record is None else opts.record:
+            yield from _ledger.record_start(model, lease, opts)
+    except BaseException as exc:
+        # Granted, but the lease never reaches the caller (cancelled, interrupted, or
+        # a failed read of the grant's times): let the grant go rather than leave it
+        # to nobody until its ttl.
+        if not isinstance(exc, GeneratorExit):
+            if lease is not None and lease._begin_release():
+                lease._stop_keeping_alive()
+            yield Shielded(_drop_grant(model, row, holder, grant))
+            if live is not None:
+                yield from _liveness.abandon(live)
+        raise
     return lease
+
+
+def _drop_grant(model: ModelCore, row: str, holder: str, grant: _ops.Grant | None) -> Steps[None]:
+    """Release a grant no caller received (its row and token); never raises: on an
+    error the row expires at the end of its ttl."""
+    if grant is None:
+        return
+    try:
+        yield from call(model, "release", _ops.release_lease, row, holder, grant.fence, 0, 0)
+    except Exception as exc:
+        log.warning("joblocks: releasing an unclaimed grant of %r failed: %s", row, exc)
 
 
 def lease_refresh(
