@@ -42,6 +42,24 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 
+def _resumed(pending: _steps.Step, steps: Steps[T]) -> Steps[T]:
+    """``steps`` again from the step ``pending`` it yielded last."""
+    step = pending
+    while True:
+        try:
+            result = yield step
+        except BaseException as exc:
+            try:
+                step = steps.throw(exc)
+            except StopIteration as done:
+                return done.value  # type: ignore[no-any-return]
+        else:
+            try:
+                step = steps.send(result)
+            except StopIteration as done:
+                return done.value  # type: ignore[no-any-return]
+
+
 async def _finished(task: asyncio.Future[Any]) -> None:
     """Wait until ``task`` is done, whatever cancellations arrive meanwhile."""
     while not task.done():
@@ -114,7 +132,34 @@ class JobLockModel(ModelCore):
         """A shielded step with an ``undo``: if the caller is cancelled meanwhile, wait
         for the steps to end (each bounded by the model's time-out), undo what they
         returned, and only then let the cancellation go on."""
-        inner = asyncio.ensure_future(self._drive(step.steps))
+        steps = step.steps
+        loop_sqlite = self._loop_sqlite
+        result: Any = None
+        error: BaseException | None = None
+        # Steps done in place on the loop's thread (a SQLite file, no other writer in
+        # the way) cannot be cancelled halfway: no task needed for them.
+        while True:
+            try:
+                pending = steps.send(result) if error is None else steps.throw(error)
+            except StopIteration as done:
+                return done.value
+            result = error = None
+            if (
+                loop_sqlite is None
+                or pending.__class__ is not Attempt
+                or pending.fn not in RERUN_SAFE
+            ):
+                break
+            try:
+                result = loop_sqlite.run(pending.fn, self.statements, pending.args)
+            except BaseException as exc:
+                error = exc
+                continue
+            if result is not WAIT:
+                continue
+            result = None
+            break
+        inner = asyncio.ensure_future(self._drive(_resumed(pending, steps)))
         try:
             return await asyncio.shield(inner)
         except asyncio.CancelledError:
