@@ -27,9 +27,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import ctypes
 import os
-import random
 import signal
 import subprocess
 import sys
@@ -138,6 +136,8 @@ def _parent_death_signal() -> Callable[[], None] | None:
         return None
     if threading.current_thread() is not threading.main_thread():
         return None
+    import ctypes
+
     try:
         prctl = ctypes.CDLL(None, use_errno=True).prctl
     except (OSError, AttributeError):
@@ -245,6 +245,8 @@ class _Run:
         try:
             try:
                 if args.jitter:
+                    import random
+
                     # Not for secrets: spreading starts over time.
                     time.sleep(random.uniform(0, args.jitter / 1000))  # noqa: S311
                 model = open_model(args, create_table=True, timeout_ms=args.timeout)
