@@ -10,13 +10,9 @@ working while the library's internals change.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import os
-import shutil
-import socket
 import statistics
-import subprocess
 import sys
 import time
 import uuid
@@ -139,10 +135,6 @@ def attempt(what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any
         return {"error": detail}
 
 
-def run_async(coro_fn: Callable[[], Awaitable[Any]]) -> Any:
-    return asyncio.run(coro_fn())  # type: ignore[arg-type]
-
-
 # ------------------------------------------------------------------ tables
 
 
@@ -186,11 +178,16 @@ class Databases:
                 server.stop()
 
 
-def start_databases(wanted: Sequence[str], tmp: Path) -> Databases:
+def start_databases(wanted: Sequence[str], tmp: Path, given: dict[str, str]) -> Databases:
+    """URLs of the ``wanted`` databases: ``given`` ones as they are, a SQLite file in
+    ``tmp``, and throwaway servers (``tests/support/servers.py``) for the rest."""
     from tests.support.servers import ServerUnavailable, start_mariadb, start_postgres
 
     dbs = Databases()
     for db in wanted:
+        if db in given:
+            dbs.urls[db] = given[db]
+            continue
         if db == "sqlite":
             dbs.urls[db] = f"sqlite:///{tmp / 'locks.db'}"
             continue
@@ -207,76 +204,6 @@ def start_databases(wanted: Sequence[str], tmp: Path) -> Databases:
     return dbs
 
 
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-class Redis:
-    """A throwaway redis-server on loopback (no persistence), run as our child."""
-
-    def __init__(self, workdir: Path) -> None:
-        exe = shutil.which("redis-server") or (
-            "/usr/bin/redis-server" if os.access("/usr/bin/redis-server", os.X_OK) else None
-        )
-        if exe is None:
-            raise FileNotFoundError(
-                "redis-server not found (benchmarks/peers/setup.sh installs Debian's redis-server)"
-            )
-        self.port = free_port()
-        self.log = workdir / "redis.log"
-        workdir.mkdir(parents=True, exist_ok=True)
-        self.proc = subprocess.Popen(
-            [
-                exe,
-                "--port",
-                str(self.port),
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-                "--daemonize",
-                "no",
-                "--dir",
-                str(workdir),
-                "--logfile",
-                str(self.log),
-            ],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-        deadline = time.monotonic() + 10
-        while True:
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=1) as s:
-                    s.sendall(b"PING\r\n")
-                    if s.recv(16).startswith(b"+PONG"):
-                        break
-            except OSError:
-                pass
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                self.stop()
-                raise RuntimeError(f"redis-server did not start; see {self.log}")
-            time.sleep(0.05)
-        banner = subprocess.run([exe, "--version"], capture_output=True, text=True, check=False)
-        words = [w for w in banner.stdout.split() if w.startswith("v=")]
-        self.version = words[0][2:] if words else banner.stdout.strip()
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-
-
 # ------------------------------------------------------------------ raw drivers
 
 
@@ -286,6 +213,7 @@ def server_params(url: str) -> dict[str, Any]:
         "host": u.host,
         "port": u.port,
         "user": u.username,
+        "password": u.password,
         "database": u.database,
         "path": u.database if u.get_backend_name() == "sqlite" else None,
     }
@@ -416,6 +344,7 @@ class RawClient:
                 host=p["host"],
                 port=p["port"],
                 user=p["user"],
+                password=p["password"],
                 dbname=p["database"],
                 autocommit=True,
             )
@@ -427,6 +356,7 @@ class RawClient:
                 host=p["host"],
                 port=p["port"],
                 user=p["user"],
+                password=p["password"] or "",
                 database=p["database"],
                 autocommit=True,
             )
@@ -498,6 +428,7 @@ class RawAsyncClient:
                 host=p["host"],
                 port=p["port"],
                 user=p["user"],
+                password=p["password"],
                 dbname=p["database"],
                 autocommit=True,
             )
@@ -505,7 +436,12 @@ class RawAsyncClient:
             import aiomysql
 
             self.conn = await aiomysql.connect(
-                host=p["host"], port=p["port"], user=p["user"], db=p["database"], autocommit=True
+                host=p["host"],
+                port=p["port"],
+                user=p["user"],
+                password=p["password"] or "",
+                db=p["database"],
+                autocommit=True,
             )
             self.cur = await self.conn.cursor()
 

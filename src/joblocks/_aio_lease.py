@@ -115,7 +115,16 @@ class Lease(LeaseBase):
         await self._model._drive(_lifecycle.renew_once(self))
 
     def _keep_alive(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        with self._state_lock:
+            self._arm_loss()
         task_renewer().add(self)
+
+    def _loss_due(self) -> None:
+        # On the watchdog's thread: the loss is reported on the lease's event loop
+        # (``cancel_on_loss`` futures belong to it).
+        with contextlib.suppress(RuntimeError):  # the loop is closed
+            self._loop.call_soon_threadsafe(self._check_ran_out)
 
     def _stop_keeping_alive(self) -> None:
         with contextlib.suppress(RuntimeError):

@@ -22,7 +22,9 @@ from . import _ledger, _lifecycle, _ops, _steps, _validate
 from ._aio_sqlite import RERUN_SAFE, WAIT, LoopSQLite
 from ._aio_sqlite import usable as loop_usable
 from ._base import ModelCore
+from ._deadline import Bound
 from ._errors import (
+    NoReply,
     translate,
 )
 from ._execute import Checkout
@@ -40,6 +42,10 @@ if TYPE_CHECKING:
     from ._aio_lease import Lease
 
 T = TypeVar("T")
+
+#: How much later than ``timeout`` asyncio cuts an aiomysql call that the watchdog
+#: abandoned and that still did not end (seconds).
+_ABANDON_GRACE_S = 1.0
 
 
 def _resumed(pending: _steps.Step, steps: Steps[T]) -> Steps[T]:
@@ -106,7 +112,7 @@ class JobLockModel(ModelCore):
                         if result is WAIT:
                             result = await loop_sqlite.run_waiting(fn, st, step.args)
                         continue
-                    work = greenlet_spawn(self._in_greenlet, step.fn, *step.args)
+                    work = greenlet_spawn(self._in_greenlet, step)
                     timeout = self._io_timeout
                     result = await (asyncio.wait_for(work, timeout) if timeout else work)
                 elif isinstance(step, Sleep):
@@ -208,6 +214,10 @@ class JobLockModel(ModelCore):
         self._first_use(conn, create)
 
     def _set_up(self) -> None:
+        # Each call ends within ``timeout`` (seconds) on a server joblocks connects to
+        # (SQLite's waits are bounded by its busy timeout); None: unbounded.
+        single_file = self.statements.profile.single_file
+        self._bound_s = None if single_file or not self.owns_engine else self.timeout_ms / 1000
         self._one_hand_off = hands_off_per_statement(self.engine.sync_engine.dialect)
         self._loop_sqlite: LoopSQLite | None = None
         url = self._url
@@ -215,30 +225,57 @@ class JobLockModel(ModelCore):
             self._loop_sqlite = LoopSQLite(url, self.timeout_ms)
             weakref.finalize(self, self._loop_sqlite.close)
 
-    def _in_greenlet(self, fn: Callable[..., T], *args: Any) -> T:
+    def _in_greenlet(self, step: Attempt) -> Any:
         # Check-out, statements and check-in in one greenlet: ``async with
         # engine.connect()`` + ``run_sync`` takes three.
+        fn = step.fn
+        args = step.args
         one_key = fn in _ops.IN_PLACE
         engine = self.engine.sync_engine
         # An engine joblocks made is in autocommit mode by its dialect: its one-key
         # operations need no ``Connection`` around the pooled connection.
         conn = Checkout(engine) if one_key and self.owns_engine else engine.connect()
         try:
-            if one_key and self._one_hand_off:
-                # aiosqlite: no hand-off to its thread unless another writer is in the way.
-                return _ops.in_place(conn, self.statements, fn, args)
-            return fn(conn, self.statements, *args)
+            bound_s = self._bound_s
+            until = step.until
+            if bound_s is None and until is None:
+                if one_key and self._one_hand_off:
+                    # aiosqlite: no hand-off to its thread unless another writer is in
+                    # the way.
+                    return _ops.in_place(conn, self.statements, fn, args)
+                return fn(conn, self.statements, *args)
+            started = time.monotonic()
+            at = started + bound_s if bound_s is not None else until
+            if until is not None and until < at:  # type: ignore[operator]
+                at = until
+            assert at is not None  # noqa: S101 - one of the two is set
+            bound = Bound(at, conn.connection.dbapi_connection)
+            try:
+                if one_key and self._one_hand_off:
+                    result = _ops.in_place(conn, self.statements, fn, args)
+                else:
+                    result = fn(conn, self.statements, *args)
+            except BaseException as exc:
+                if bound.end():
+                    with contextlib.suppress(Exception):
+                        conn.invalidate()
+                    raise NoReply((at - started) * 1000) from exc
+                raise
+            if bound.end():
+                with contextlib.suppress(Exception):
+                    conn.invalidate()
+                raise NoReply((at - started) * 1000)
+            return result
         finally:
             conn.close()
 
     @property
     def _io_timeout(self) -> float | None:
-        # aiomysql has no read/write timeout of its own: bound each call instead, so a
-        # cut connection ends in LockBackendError rather than a hang (the cancelled
-        # statement's connection is invalidated). PostgreSQL has tcp_user_timeout and
-        # SQLite its busy timeout.
+        # Each call on a server is abandoned at ``timeout`` by the watchdog
+        # (``_deadline``); aiomysql, which has no read/write timeout of its own, is also
+        # cut by asyncio a little later, should the abandoned call not end by itself.
         if self.statements.profile.bounds_async_calls:
-            return self.timeout_ms / 1000
+            return self.timeout_ms / 1000 + _ABANDON_GRACE_S
         return None
 
     async def create_table(self) -> None:

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import random
-from typing import TYPE_CHECKING, Any, Union, cast
+from typing import TYPE_CHECKING, Any, Callable, Union, cast
 
 from sqlalchemy import URL, Connection, Engine, MetaData, Table
 
@@ -17,6 +18,7 @@ log = logging.getLogger("joblocks")
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncEngine
+    from typing_extensions import Self
 
 Database = Union[str, URL, Engine, "AsyncEngine", None]
 
@@ -43,6 +45,14 @@ def wrong_face(model: object, expected: str, context: str = "") -> TypeError:
     return TypeError(f"{context}model must be a {expected}, not {given}")
 
 
+@functools.cache
+def _arguments(init: Callable[..., None]) -> frozenset[str]:
+    """The names of the arguments ``init`` takes (``self`` left out)."""
+    import inspect
+
+    return frozenset(inspect.signature(init).parameters) - {"self"}
+
+
 class ModelCore:
     """Validated construction shared by ``JobLockModel`` and ``aio.JobLockModel`` (the
     face's class says ``_asynchronous``; the arguments are documented there)."""
@@ -61,6 +71,27 @@ class ModelCore:
     #: The face's lease class (built by ``_lifecycle.take``).
     _lease_type: Any
 
+    def __new__(cls, *args: Any, **kwargs: Any) -> Self:
+        # Unknown or extra arguments are reported with the public class's name (and the
+        # closest argument names), not as ``ModelCore.__init__()``'s.
+        where = cls._public_name()
+        known = _arguments(cls.__init__)
+        for name in kwargs:
+            if name not in known:
+                raise _validate.unknown_keyword(where + "()", name, known)
+        if len(args) > 1:
+            raise TypeError(
+                f"{where}() takes one positional argument (database), got {len(args)}: "
+                f"pass the others by keyword ({', '.join(sorted(known - {'database'}))})"
+            )
+        return super().__new__(cls)
+
+    @classmethod
+    def _public_name(cls) -> str:
+        if not cls.__module__.startswith("joblocks._"):
+            return cls.__name__  # a subclass of the caller's own
+        return "joblocks.aio.JobLockModel" if cls._asynchronous else "joblocks.JobLockModel"
+
     def __init__(
         self,
         database: Database = None,
@@ -72,6 +103,7 @@ class ModelCore:
         acquire_path: AcquirePath | None = None,
         timeout: _validate.Duration | None = None,
         record: bool | str = False,
+        runs_table_name: str | None = None,
     ) -> None:
         asynchronous = self._asynchronous
         from ._ledger import check_record
@@ -79,6 +111,10 @@ class ModelCore:
         self.record = check_record(record)
         timeout_ms = None if timeout is None else _validate.duration_ms(timeout, "timeout")
         _validate.identifier(table_name, "table_name", _validate.MAX_TABLE_NAME)
+        if runs_table_name is not None:
+            _validate.identifier(runs_table_name, "runs_table_name", _validate.MAX_TABLE_NAME)
+        #: The run ledger's table name (None: ``_schema.runs_table_name(table_name)``).
+        self.runs_table_name = runs_table_name
         if schema is not None:
             _validate.identifier(schema, "schema")
         if not isinstance(create_table, bool):

@@ -108,6 +108,7 @@ _OPTIONS = (
     "acquire_path",
     "timeout",
     "record",
+    "runs_table_name",
 )
 
 
@@ -139,9 +140,13 @@ def check_options(options: Mapping[str, Any]) -> dict[str, Any]:
 
     for name in options:
         if name not in _OPTIONS:
-            raise TypeError(f"configure() got an unexpected option {name!r}")
+            raise _validate.unknown_keyword("configure()", name, _OPTIONS, "option")
     if "table_name" in options:
         _validate.identifier(options["table_name"], "table_name", _validate.MAX_TABLE_NAME)
+    if options.get("runs_table_name") is not None:
+        _validate.identifier(
+            options["runs_table_name"], "runs_table_name", _validate.MAX_TABLE_NAME
+        )
     if options.get("schema") is not None:
         _validate.identifier(options["schema"], "schema")
     for flag in ("create_table", "errors_as_taken"):

@@ -11,10 +11,11 @@ transient, how time-outs reach the driver and what the DDL looks like come from 
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
-from sqlalchemy import Dialect
+from sqlalchemy import Connection, Dialect
 
 Family = Literal["sqlite", "postgresql", "mysql"]
 AcquirePath = Literal["upsert", "update_insert", "portable"]
@@ -170,6 +171,9 @@ POSTGRESQL = Profile(
     exact_column_names=True,
     checks_isolation=True,
     detects_pooler=True,
+    # pg_current_wal_lsn() (the timeline in fencing tokens) is PostgreSQL 10's.
+    min_version=(10,),
+    upgrade_hint="joblocks needs PostgreSQL 10 or newer",
 )
 
 MYSQL = Profile(
@@ -241,3 +245,29 @@ def ddl_dialect(dialect_or_name: Dialect | str) -> Dialect:
 
     dialect: Dialect = URL.create(profile(dialect_or_name).ddl_drivername).get_dialect()()
     return dialect
+
+
+#: A MariaDB server is a node of a Galera cluster when this reports ``wsrep_on`` ON
+#: (no row on a server built without Galera).
+GALERA_PROBE = "SHOW VARIABLES LIKE 'wsrep_on'"
+
+_galera: weakref.WeakKeyDictionary[Any, bool] = weakref.WeakKeyDictionary()
+
+
+def galera(conn: Connection) -> bool:
+    """Whether ``conn`` reaches a node of a MariaDB Galera cluster, asked once per
+    engine (never on other families).
+
+    On Galera the fencing sequence is made ``NOCACHE`` (a cached sequence cannot be
+    created there, and ``INCREMENT BY 0`` gives tokens out of grant order across
+    nodes), and ``liveness="session"`` is refused (``GET_LOCK`` is local to a node).
+    """
+    if profile(conn.dialect).family != "mysql":
+        return False
+    engine = conn.engine
+    found = _galera.get(engine)
+    if found is None:
+        row = conn.exec_driver_sql(GALERA_PROBE).first()
+        found = row is not None and str(row[1]).upper() == "ON"
+        _galera[engine] = found
+    return found

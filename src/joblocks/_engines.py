@@ -14,7 +14,6 @@ import importlib
 import logging
 import math
 import os
-import re
 import sys
 import weakref
 from collections.abc import Awaitable
@@ -43,6 +42,8 @@ from ._connect import (
 )
 from ._dialects import PROFILES, SUPPORTED_BACKENDS, UNSUPPORTED, profile
 from ._errors import LockBackendError, LockDriverMissing, translate
+from ._secrets import mask_url
+from ._state_file import default_sqlite_path, prepare_default_file
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncEngine
@@ -61,25 +62,11 @@ _owned: weakref.WeakSet[Any] = weakref.WeakSet()
 log = logging.getLogger("joblocks")
 
 
-def default_sqlite_path() -> Path:
-    """The per-user SQLite file used when nothing is configured.
-
-    ``$XDG_STATE_HOME/joblocks/locks.db`` (``~/.local/state/joblocks/locks.db`` when
-    unset) on Linux and macOS; ``%LOCALAPPDATA%\\joblocks\\locks.db`` on Windows.
-    """
-    if sys.platform == "win32":
-        base = Path(os.environ.get("LOCALAPPDATA") or Path.home() / "AppData" / "Local")
-    else:
-        base = Path(os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state")
-    return base / "joblocks" / "locks.db"
-
-
 def mask(url: str | URL) -> str:
-    """The URL as text with its password replaced by ``***``."""
-    try:
-        return make_url(url).render_as_string(hide_password=True)
-    except Exception:
-        return "<unparseable database URL>"
+    """The URL as text with its password and password-like query parameters replaced
+    by ``***`` (see :mod:`joblocks._secrets`; a URL that does not parse is masked as
+    text)."""
+    return mask_url(url)
 
 
 #: What a database URL looks like, for error messages.
@@ -105,7 +92,7 @@ class DatabaseURLError(LockBackendError, ValueError):
 def mask_text(text: str) -> str:
     """A URL that may not parse, with whatever stands where its password would be
     replaced by ``***``."""
-    return re.sub(r"^([^:/@]*://[^:/@]*:)(.*)@", r"\1***@", text, flags=re.S)
+    return mask_url(text)
 
 
 def resolve(database: str | URL | None, name: str = "database") -> tuple[URL, str]:
@@ -243,6 +230,15 @@ def check_sqlite_url(url: URL) -> None:
             "database: an in-memory SQLite database cannot exclude anything (each "
             "connection is its own database); use a file, e.g. 'sqlite:///locks.db'"
         )
+    if database.startswith("file:"):
+        return
+    path = Path(database).expanduser()
+    if path.exists() and not path.is_file():
+        what = "a directory" if path.is_dir() else "not a regular file (a device, pipe or socket)"
+        raise ValueError(
+            f"database: the SQLite path {path} is {what}; SQLite needs a regular file "
+            "there, or nothing (it creates the file)"
+        )
 
 
 def create(url: URL, *, asynchronous: bool, timeout_ms: int | None = None) -> Engine | AsyncEngine:
@@ -264,8 +260,8 @@ def create(url: URL, *, asynchronous: bool, timeout_ms: int | None = None) -> En
         connect_args["timeout"] = seconds
         if url.database and not url.database.startswith("file:"):
             path = Path(url.database).expanduser()
-            if path == default_sqlite_path():
-                path.parent.mkdir(parents=True, exist_ok=True)
+            if path.absolute() == default_sqlite_path():
+                prepare_default_file(path)
     elif family == "postgresql":
         # libpq counts whole seconds (and waits at least 2); tcp_user_timeout bounds
         # how long sent data may stay unacknowledged.
@@ -372,7 +368,7 @@ _identity.on_fork(_reset_after_fork)
 
 def describe(engine: Engine | AsyncEngine) -> str:
     """The engine's URL with the password masked."""
-    return engine.url.render_as_string(hide_password=True)
+    return mask_url(engine.url)
 
 
 def ensure_usable(engine: Engine | AsyncEngine) -> None:

@@ -31,9 +31,12 @@ no code of its own, the message. The SQLSTATE or error number is kept as ``code`
 
 from __future__ import annotations
 
+import re
 from typing import Literal
 
 from sqlalchemy import exc as sa_exc
+
+from ._secrets import mask_text
 
 __all__ = [
     "LeaseLost",
@@ -70,8 +73,8 @@ class LockBackendError(LockError):
         self, operation: str, database: str, detail: str, code: str | int | None = None
     ) -> None:
         self.operation = operation
-        self.database = database
-        self.detail = detail
+        self.database = database = mask_text(database)
+        self.detail = detail = mask_text(detail)  # a driver may echo its connection string
         self.code = code
         super().__init__(f"{operation} failed on {database}: {detail}")
 
@@ -95,11 +98,13 @@ class LockTableError(LockBackendError):
 
 class LockTableMissing(LockTableError):
     """The lock table, or the schema named for it, does not exist (e.g. with
-    ``create_table=False`` before ``joblocks init``)."""
+    ``create_table=False`` before ``joblocks init``); on MariaDB/MySQL also the
+    database of the URL, which is a schema there (error 1049)."""
 
 
 class LockTableMismatch(LockTableError):
-    """A table of the lock table's name exists but is not a joblocks lock table.
+    """A table of the lock table's name exists but is not a joblocks lock table (or
+    one of the run ledger's name is not a run ledger, ``kind="run ledger table"``).
 
     Raised on first use (table creation) and by ``joblocks init`` instead of using the
     table or creating anything beside it (no fencing sequence or counter). ``table``
@@ -107,12 +112,19 @@ class LockTableMismatch(LockTableError):
     column of another type, another primary key).
     """
 
-    def __init__(self, database: str, table: str, problems: list[str]) -> None:
+    def __init__(
+        self, database: str, table: str, problems: list[str], kind: str = "lock table"
+    ) -> None:
         self.table = table
         self.problems = list(problems)
+        other = (
+            "another ledger table name (runs_table_name=, --runs-table)"
+            if kind == "run ledger table"
+            else "another table name"
+        )
         detail = (
-            f"table {table} is not a joblocks lock table: {'; '.join(self.problems)} "
-            "(nothing was created; use another table name, or rename that table)"
+            f"table {table} is not a joblocks {kind}: {'; '.join(self.problems)} "
+            f"(nothing was created; use {other}, or rename that table)"
         )
         super().__init__("create table", database, detail)
 
@@ -186,7 +198,21 @@ class LeaseLost(LockError):
         super().__init__(f"lease on {lock_key!r} lost: {reason}")
 
 
+class NoReply(TimeoutError):
+    """A database call abandoned when no reply came within the model's ``timeout``
+    (private: it comes out as :class:`LockTimeoutError`)."""
+
+    def __init__(self, timeout_ms: float) -> None:
+        super().__init__(
+            f"no reply within {timeout_ms:.0f} ms (timeout=): the call was abandoned and "
+            "its statement cancelled, so its outcome is unknown: it may have committed "
+            "(a retry by the same holder is idempotent; an unretried grant expires)"
+        )
+
+
 def _detail(exc: BaseException) -> str:
+    if isinstance(exc, NoReply):
+        return str(exc)
     if isinstance(exc, sa_exc.DBAPIError) and exc.orig is not None:
         text = str(exc.orig).strip() or type(exc.orig).__name__
         return f"{type(exc.orig).__name__}: {text.splitlines()[0]}"
@@ -228,11 +254,12 @@ _MYSQL_CODES: dict[int, _Kind] = {
     1044: LockPermissionError,  # ER_DBACCESS_DENIED_ERROR
     1146: LockTableMissing,  # ER_NO_SUCH_TABLE
     1045: LockConnectionError,  # ER_ACCESS_DENIED_ERROR (user or password)
-    1049: LockConnectionError,  # ER_BAD_DB_ERROR
+    1049: LockTableMissing,  # ER_BAD_DB_ERROR: the database (schema) does not exist
     1040: LockConnectionError,  # ER_CON_COUNT_ERROR
     2003: LockConnectionError,  # CR_CONN_HOST_ERROR
     2006: LockConnectionError,  # CR_SERVER_GONE_ERROR
     2013: LockConnectionError,  # CR_SERVER_LOST
+    1047: LockConnectionError,  # ER_UNKNOWN_COM_ERROR: a Galera node without quorum
 }
 # SQLite result codes (primary code: the low byte of the extended one).
 _SQLITE_CODES: dict[int, _Kind] = {
@@ -249,6 +276,26 @@ _SQLITE_MESSAGES: dict[str, _Kind] = {
     "attempt to write a readonly database": LockReadOnlyError,
     "unable to open database file": LockConnectionError,
 }
+
+
+_SQLITE_NAMES: dict[str, str] = {"file is not a database": "SQLITE_NOTADB"}
+
+# The server's messages for a refused login (libpq passes them on without their SQLSTATE).
+_PG_LOGIN_MESSAGES = tuple(
+    (re.compile(pattern), code)
+    for pattern, code in (
+        (r'FATAL:  role "[^"]*" does not exist', "28000"),
+        (r'FATAL:  database "[^"]*" does not exist', "3D000"),
+        (r"FATAL:  password authentication failed", "28P01"),
+        (r"FATAL:  no pg_hba\.conf entry", "28000"),
+        (r"FATAL:  sorry, too many clients already", "53300"),
+        (r"FATAL:  the database system is (starting up|shutting down)", "57P03"),
+    )
+)
+
+#: Operations that begin with a connection: a connection failure in them is reported
+#: as the connect that failed (not as "create table failed").
+_FIRST_USE = frozenset({"create table", "open database"})
 
 
 def _driver_error(exc: BaseException) -> BaseException:
@@ -280,7 +327,16 @@ def driver_code(exc: BaseException) -> str | int | None:
     sqlstate = getattr(orig, "sqlstate", None)
     if isinstance(sqlstate, str) and sqlstate:
         return sqlstate
+    if type(orig).__module__.split(".")[0] == "psycopg":
+        # libpq reports a refused login without its SQLSTATE: the server's own message.
+        text = str(orig)
+        for message, code in _PG_LOGIN_MESSAGES:
+            if message.search(text):
+                return code
     name = getattr(orig, "sqlite_errorname", None)
+    if name is None and type(orig).__module__.split(".")[0] in ("sqlite3", "aiosqlite"):
+        # Before Python 3.11 sqlite3 exceptions carry no result code: their fixed messages.
+        name = _SQLITE_NAMES.get(str(orig).strip().lower())
     return name if isinstance(name, str) else None
 
 
@@ -302,6 +358,8 @@ def kind_of(exc: BaseException) -> _Kind:
         if found is not None:
             return found
     elif isinstance(code, int):
+        if code == 1180 and "primary component" in str(orig).lower():
+            return LockConnectionError  # a commit on a Galera node that lost quorum
         return _MYSQL_CODES.get(code, LockBackendError)
     sqlite_code = getattr(orig, "sqlite_errorcode", None)
     if isinstance(sqlite_code, int) and sqlite_code & 0xFF in _SQLITE_CODES:
@@ -328,6 +386,8 @@ def backend_error(operation: str, database: str, exc: BaseException) -> LockBack
     if kind is LockDriverMissing:
         module = getattr(exc, "name", None)
         return LockDriverMissing(operation, database, detail, None, module)
+    if kind is LockConnectionError and operation in _FIRST_USE:
+        operation = "connect"
     return kind(operation, database, detail, driver_code(exc))
 
 

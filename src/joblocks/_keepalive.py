@@ -7,6 +7,14 @@ lease lost when a renewal is refused or the lease runs out before one lands, and
 renewing at ``max_hold``. It holds leases weakly: a lease that is released, garbage
 collected, or left behind by ``fork()`` is no longer renewed, and the thread or task
 ends when it has nothing left to renew.
+
+A renewer does the renewals; it is not what tells a lease it ran out. Each keep-alive
+lease has an alarm of the process's watchdog (``_deadline``) at its deadline less a
+margin, re-armed by each renewal that lands: the loss is reported then even while a
+renewal hangs on a connection that stopped forwarding, and that renewal, bounded by the
+same deadline, is abandoned. The sync renewer's renewals run on a connection each model
+keeps while it has keep-alive leases (``JobLockModel._on_keeper``), which the process's
+other calls never take.
 """
 
 from __future__ import annotations
@@ -113,10 +121,13 @@ class ThreadRenewer:
         self._cond = threading.Condition()
         self._leases = _Registry()
         self._thread: threading.Thread | None = None
+        # The models keeping a connection for their keep-alive leases' renewals.
+        self._keeping: weakref.WeakSet[Any] = weakref.WeakSet()
 
     def add(self, lease: Lease) -> None:
         with self._cond:
             self._leases.add(lease)
+            self._keeping.add(lease._model)
             lease.keepalive = True
             if self._thread is None:
                 self._thread = threading.Thread(
@@ -148,17 +159,21 @@ class ThreadRenewer:
         while True:
             with self._cond:
                 leases = _alive(self._leases.refs())
-                if not leases:
-                    self._thread = None
-                    return
                 renew, drop, expired, wake = _due(leases, time.monotonic())
                 self._leases.discard_all(drop)
+                idle = self._idle_keepers(leases, drop)
                 # No strong reference may outlive this point while waiting: a lease
                 # dropped by its owner must be collectable (and so stop being renewed).
                 del leases, drop
-                if not renew and not expired:
+                if not idle and not self._leases:
+                    self._thread = None
+                    return
+                if not renew and not expired and not idle:
                     self._cond.wait(max(0.0, wake - time.monotonic()))
                     continue
+            for model in idle:
+                model._let_keeper_go()
+            del idle
             # Outside the lock: these call back into user code (on_lost, listeners).
             for lease in expired:
                 lease._expire()
@@ -168,11 +183,21 @@ class ThreadRenewer:
             del renew, expired
             lease = None
 
+    def _idle_keepers(self, leases: list[Any], drop: list[Any]) -> list[Any]:
+        """The models that keep a connection but have no keep-alive lease left."""
+        dropped = {id(lease) for lease in drop}
+        busy = {id(lease._model) for lease in leases if id(lease) not in dropped}
+        idle = [model for model in self._keeping if id(model) not in busy]
+        for model in idle:
+            self._keeping.discard(model)
+        return idle
+
     def _after_fork(self) -> None:
         # The thread does not exist in the child; the parent's leases are not ours.
         self._cond = threading.Condition()
         self._leases = _Registry()
         self._thread = None
+        self._keeping = weakref.WeakSet()
 
 
 thread_renewer = ThreadRenewer()
@@ -232,18 +257,27 @@ class TaskRenewer:
 
 
 async def _renew_in_time(lease: Any) -> None:
-    """``lease._renew_once()``, given up when the lease runs out meanwhile.
+    """``lease._renew_once()``, given up when the lease counts as lost meanwhile.
 
-    A renewal waiting for a connection (an exhausted pool waits up to 30 s) would hold
-    up the loop's other renewals and the news that this lease ran out. Cut at its
-    deadline, it counts as a failed renewal: the next round finds the lease run out.
+    A renewal waiting for a connection (an exhausted pool waits up to 30 s) or for a
+    reply that does not come would hold up the loop's other renewals and the news that
+    this lease ran out. At the lease's loss time the renewer stops waiting for it (it
+    does not wait for it to be cancelled either: the call is abandoned by its own bound
+    and ends by itself), and the lease is reported lost.
     """
-    left = lease._deadline - time.monotonic()
-    try:
-        await asyncio.wait_for(lease._renew_once(), max(0.001, left))
-    except asyncio.TimeoutError:
+    left = lease._lost_at - time.monotonic()
+    renewal = asyncio.ensure_future(lease._renew_once())
+    done, _pending = await asyncio.wait({renewal}, timeout=max(0.001, left))
+    if not done:
+        renewal.add_done_callback(_quiet)
         lease._check_ran_out()
         lease._after_failed_renewal(time.monotonic())
+
+
+def _quiet(task: asyncio.Future[Any]) -> None:
+    """Retrieve the outcome of a renewal given up on (never logged as unretrieved)."""
+    if not task.cancelled():
+        task.exception()
 
 
 _task_renewers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, TaskRenewer] = (

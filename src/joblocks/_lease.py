@@ -24,6 +24,7 @@ import logging
 import os
 import threading
 import time
+import weakref
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -32,6 +33,7 @@ from sqlalchemy.sql.elements import ColumnElement
 
 from . import _events, _lifecycle, _ops, _places, _validate
 from ._clock import db_now_ms, deadline
+from ._deadline import Alarm, in_thread, loss_margin_s, watchdog
 from ._errors import LeaseLost
 from ._records import from_ms
 
@@ -44,6 +46,11 @@ log = logging.getLogger("joblocks")
 #: How early, as a share of the renewal interval, a lease may be renewed together with
 #: one that is due (keep-alive batching; see ``_renewal_due``).
 RENEW_SLACK = 0.1
+#: Failed renewals in a row: the first is logged, then one line every this many
+#: failures or :data:`FAILURE_LOG_EVERY_S` seconds, whichever comes first, then one line
+#: when a renewal works again.
+FAILURE_LOG_EVERY = 10
+FAILURE_LOG_EVERY_S = 10.0
 
 
 class LeaseBase(abc.ABC):
@@ -96,6 +103,10 @@ class LeaseBase(abc.ABC):
         self.expires_at = from_ms(expires)
         self._started = sent_at
         self._deadline = deadline(sent_at, ttl_ms)
+        # A keep-alive lease counts as lost from here on (its deadline less a margin for
+        # the clocks drifting apart; ``_deadline.loss_margin_s``), renewed or not.
+        self._lost_at = self._deadline - loss_margin_s(ttl_ms)
+        self._loss_alarm: Alarm | None = None
         self._min_hold_ms = min_hold_ms
         # The latest end of a hold promised by refresh(min_hold=...), epoch ms by the
         # database's clock (0: none); a release keeps the row until then.
@@ -113,6 +124,8 @@ class LeaseBase(abc.ABC):
         self._released = False
         self.keepalive = False
         self._renew_failures = 0  # renewals failed in a row (retry backoff)
+        self._failing_since = 0.0  # when the first of them failed (monotonic)
+        self._failure_logged = (0, 0.0)  # (failures, when) at the last log line
 
     # -- state ------------------------------------------------------------------------
 
@@ -224,10 +237,61 @@ class LeaseBase(abc.ABC):
     def _renewed(self, expires_ms: int, sent_at: float, ttl_ms: int) -> None:
         with self._state_lock:
             self._deadline = deadline(sent_at, ttl_ms)
+            self._lost_at = self._deadline - loss_margin_s(ttl_ms)
             self.expires_at = from_ms(expires_ms)
             self.next_renewal = sent_at + self._renew_every
             self._renew_slack = self._renew_every * RENEW_SLACK
-            self._renew_failures = 0
+            failures, self._renew_failures = self._renew_failures, 0
+            if self._loss_alarm is not None:
+                self._arm_loss()
+        if failures:
+            log.warning(
+                "joblocks: renewing %r works again, after %d failed attempts in %.1f s",
+                self.key,
+                failures,
+                time.monotonic() - self._failing_since,
+            )
+
+    # -- the loss deadline (keep-alive) -------------------------------------------------
+
+    def _arm_loss(self) -> None:
+        """Have the watchdog report this lease lost at ``_lost_at``, whatever the calls
+        in flight do (a renewal blocked on a stalled connection included)."""
+        old = self._loss_alarm
+        if old is not None:
+            old.disarm()
+        if self._lost_reason is None and not self._released:
+            self._loss_alarm = watchdog.arm(self._lost_at, _loss_due(weakref.ref(self)))
+
+    def _disarm_loss(self) -> None:
+        alarm = self._loss_alarm
+        if alarm is not None:
+            alarm.disarm()
+
+    def _loss_due(self) -> None:
+        """On the watchdog's thread (which must never wait): report the loss elsewhere."""
+        in_thread(self._check_ran_out, "joblocks-lease-lost")
+
+    def _renewal_failed(self, exc: BaseException) -> None:
+        """Log a failed renewal: the first, then a count now and then (see
+        :data:`FAILURE_LOG_EVERY`); a renewal that works again logs one line."""
+        now = time.monotonic()
+        failures = self._renew_failures + 1  # counted by _after_failed_renewal, next
+        if failures == 1:
+            self._failing_since = now
+            self._failure_logged = (1, now)
+            log.warning("joblocks: renewing %r failed: %s", self.key, exc)
+            return
+        logged, at = self._failure_logged
+        if failures - logged >= FAILURE_LOG_EVERY or now - at >= FAILURE_LOG_EVERY_S:
+            self._failure_logged = (failures, now)
+            log.warning(
+                "joblocks: renewing %r still failing (%d attempts in %.1f s): %s",
+                self.key,
+                failures,
+                now - self._failing_since,
+                exc,
+            )
 
     def _mark_lost(self, reason: str) -> bool:
         """Record the loss once; True the first time."""
@@ -235,6 +299,7 @@ class LeaseBase(abc.ABC):
             if self._lost_reason is not None or self._released:
                 return False
             self._lost_reason = reason
+        self._disarm_loss()
         log.warning("joblocks: lease on %r (token %d) lost: %s", self.key, self.token, reason)
         _events.emit("lost", self.key, self.holder, token=self.token)
         if self._on_lost is not None:
@@ -250,7 +315,8 @@ class LeaseBase(abc.ABC):
             if self._released:
                 return False
             self._released = True
-            return True
+        self._disarm_loss()
+        return True
 
     def _release_failed(self) -> None:
         """A release raised: nothing is known to be let go, so it may be sent again."""
@@ -269,7 +335,7 @@ class LeaseBase(abc.ABC):
         return LeaseLost(self.key, self._lost_reason or "released")
 
     def _check_ran_out(self) -> None:
-        if self._lost_reason is None and not self._released and time.monotonic() >= self._deadline:
+        if self._lost_reason is None and not self._released and time.monotonic() >= self._lost_at:
             self._expire()
 
     def _expire(self) -> None:
@@ -286,15 +352,15 @@ class LeaseBase(abc.ABC):
         """What the renewer should do now: ``renew``, ``wait``, ``expire`` or ``drop``."""
         if self._released or self._lost_reason is not None:
             return "drop"
-        if now >= self._deadline:
+        if now >= self._lost_at:
             return "expire"
         if self._max_hold_until is not None and now >= self._max_hold_until:
-            return "expire" if now >= self._deadline else "wait"
+            return "wait"
         return "renew" if now >= self.next_renewal - self._renew_slack else "wait"
 
     def _next_wakeup(self) -> float:
         capped = self._max_hold_until is not None and self.next_renewal >= self._max_hold_until
-        return self._deadline if capped else min(self.next_renewal, self._deadline)
+        return self._lost_at if capped else min(self.next_renewal, self._lost_at)
 
     def _lost_file(self) -> bool:
         """On SQLite, before a keep-alive renewal: True (and the lease marked lost) when
@@ -326,9 +392,20 @@ class LeaseBase(abc.ABC):
         from ._keepalive import renewal_retry_s
 
         self._renew_failures += 1
-        pause = renewal_retry_s(self._renew_failures, self._deadline - now)
+        pause = renewal_retry_s(self._renew_failures, self._lost_at - now)
         self.next_renewal = now + min(self._renew_every, pause)
         self._renew_slack = 0.0
+
+
+def _loss_due(ref: weakref.ref[LeaseBase]) -> Callable[[], None]:
+    """The loss alarm's callback: weak, so a lease its owner dropped is not kept."""
+
+    def fire() -> None:
+        lease = ref()
+        if lease is not None:
+            lease._loss_due()
+
+    return fire
 
 
 class Lease(LeaseBase):
@@ -388,6 +465,9 @@ class Lease(LeaseBase):
     def _keep_alive(self) -> None:
         from ._keepalive import thread_renewer
 
+        with self._state_lock:
+            self._arm_loss()
+        self._model._keep_connection()
         thread_renewer.add(self)
 
     def _stop_keeping_alive(self) -> None:

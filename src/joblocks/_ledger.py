@@ -14,10 +14,9 @@ the retention (``prune_runs``) are plain operations of the model.
 from __future__ import annotations
 
 import os
-import re
 import socket
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Literal, Union
 
@@ -27,7 +26,15 @@ from . import _events, _validate
 from ._base import log
 from ._clock import db_now_ms, statement_now_ms
 from ._records import from_ms
-from ._schema import MAX_RUN_ERROR, build_runs_table, decode_text, ensure_table, runs_table_name
+from ._schema import (
+    MAX_RUN_ERROR,
+    build_runs_table,
+    check_shape,
+    decode_text,
+    ensure_table,
+    runs_table_name,
+)
+from ._secrets import mask_text
 from ._steps import Sleep, Steps, call
 
 if TYPE_CHECKING:
@@ -57,8 +64,10 @@ def check_record(value: object, name: str = "record") -> Record:
 class Run:
     """One row of the run ledger (``job_runs``); datetimes are timezone-aware UTC.
 
-    ``outcome`` is None while the run is in progress (or when its process died before
-    it ended: the lock's ttl then tells); ``slot`` is the start of its schedule slot
+    ``outcome`` is None while the run is in progress, or when its process died before
+    it ended; ``abandoned`` tells the two apart: True for a run with no end whose lease
+    was no longer live when the row was read (its lock row gone, expired, or another
+    grant's), so the run will never end. ``slot`` is the start of its schedule slot
     (runs taken with ``schedule=``), ``duration`` None until it ended.
     """
 
@@ -76,6 +85,14 @@ class Run:
     slot: datetime | None
     schedule: str | None
     timezone: str | None
+    abandoned: bool = False
+
+    @property
+    def state(self) -> str:
+        """``outcome``, else ``"abandoned"`` or ``"running"`` (a run with no end)."""
+        if self.outcome is not None:
+            return self.outcome
+        return "abandoned" if self.abandoned else "running"
 
     @classmethod
     def from_row(cls, row: Any) -> Run:
@@ -101,19 +118,32 @@ class Run:
 class Ledger:
     """A model's ledger table (beside its lock table) and whether it was created."""
 
-    __slots__ = ("create", "ready", "table")
+    __slots__ = ("checked", "create", "locks", "ready", "table")
 
     def __init__(self, model: ModelCore) -> None:
         lock_table = model.table
-        name = runs_table_name(lock_table.name)
+        self.locks: Table = lock_table
+        name = model.runs_table_name or runs_table_name(lock_table.name)
         self.table: Table = build_runs_table(MetaData(), name, lock_table.schema)
         self.create = model._create
         self.ready = not model._create
+        self.checked = False  # whether an existing table of its name was found a ledger
 
     def ensure(self, conn: Connection) -> None:
+        """Before a write: create the table where missing, and refuse (as
+        :class:`~joblocks.LockTableMismatch`) a table of its name of another shape."""
         if not self.ready:
-            ensure_table(conn, self.table)
-            self.ready = True
+            ensure_table(conn, self.table)  # checks the shape first
+            self.ready = self.checked = True
+        elif not self.checked:
+            check_shape(conn, self.table)
+            self.checked = True
+
+    def check(self, conn: Connection) -> None:
+        """Before a read of the existing table: refuse it if it is not a ledger."""
+        if not self.checked:
+            check_shape(conn, self.table)
+            self.checked = True
 
 
 def ledger_of(model: ModelCore) -> Ledger:
@@ -126,7 +156,6 @@ def ledger_of(model: ModelCore) -> Ledger:
 # -- what a row says about the process -------------------------------------------------
 
 _HOST = socket.gethostname()[:255]
-_SECRETS = re.compile(r"(://[^:/@\s]*:)[^@\s]*@|((?:password|passwd|pwd|secret|token)=)\S+", re.I)
 
 
 class CommandFailed(Exception):
@@ -144,10 +173,7 @@ def error_text(exc: BaseException) -> str:
     text = type(exc).__name__ + (f": {message[0]}" if message else "")
     if isinstance(exc, CommandFailed):
         text = message[0]
-    masked = _SECRETS.sub(
-        lambda m: (m.group(1) or m.group(2)) + "***" + ("@" if m.group(1) else ""), text
-    )
-    return masked[:MAX_RUN_ERROR]
+    return mask_text(text)[:MAX_RUN_ERROR]
 
 
 def outcome_of(lease: LeaseBase) -> Outcome:
@@ -188,10 +214,41 @@ def _skip(conn: Connection, st: Statements, ledger: Ledger, values: dict[str, An
     )
 
 
-def _exists(conn: Connection, ledger: Ledger) -> bool:
+def _exists(conn: Connection, ledger: Ledger, table: Table | None = None) -> bool:
     from sqlalchemy import inspect
 
-    return bool(inspect(conn).has_table(ledger.table.name, schema=ledger.table.schema))
+    table = ledger.table if table is None else table
+    found = bool(inspect(conn).has_table(table.name, schema=table.schema))
+    if found and table is ledger.table:
+        ledger.check(conn)  # a table of the ledger's name must be a ledger
+    return found
+
+
+def _live_grants(conn: Connection, ledger: Ledger, found: list[Run], now: int) -> list[Run]:
+    """``found`` with every run that has no end and no live lease marked abandoned.
+
+    A run's lease is live while the lock table has a row of its grant (its token and
+    holder; a counted lock's place row too) that has not expired at ``now``.
+    """
+    tokens = sorted({run.token for run in found if run.outcome is None and run.token is not None})
+    if not any(run.outcome is None for run in found):
+        return found
+    live: set[tuple[int, str]] = set()
+    locks = ledger.locks
+    if tokens and _exists(conn, ledger, locks):
+        for at in range(0, len(tokens), 500):
+            rows = conn.execute(
+                select(locks.c.fence, locks.c.holder).where(
+                    locks.c.fence.in_(tokens[at : at + 500]), locks.c.expires_at > now
+                )
+            )
+            live.update((int(fence), decode_text(holder)) for fence, holder in rows)
+    return [
+        replace(run, abandoned=True)
+        if run.outcome is None and (run.token, run.holder) not in live
+        else run
+        for run in found
+    ]
 
 
 def _select(
@@ -213,7 +270,7 @@ def _select(
     if since_ms is not None:
         query = query.where(t.c.started_at >= now - since_ms)
     rows = conn.execute(query.order_by(t.c.started_at.desc(), t.c.id.desc()).limit(limit))
-    return [Run.from_row(row) for row in rows], now
+    return _live_grants(conn, ledger, [Run.from_row(row) for row in rows], now), now
 
 
 def _latest(conn: Connection, st: Statements, ledger: Ledger) -> tuple[list[Run], int]:
@@ -232,7 +289,7 @@ def _latest(conn: Connection, st: Statements, ledger: Ledger) -> tuple[list[Run]
     for row in conn.execute(select(t).where(t.c.id.in_(last_any))):
         run = Run.from_row(row)
         rows.setdefault(run.key, run)
-    return [rows[k] for k in sorted(rows)], now
+    return _live_grants(conn, ledger, [rows[k] for k in sorted(rows)], now), now
 
 
 def _prune_batch(

@@ -70,20 +70,20 @@ def _as_taken(model: ModelCore, key: str, steps: Steps[int | None]) -> Steps[int
 
 
 def release(model: ModelCore, lock_key: str, holder: str) -> Steps[bool]:
-    key = _validate.lock_key(lock_key)
+    key = _validate.row_key(lock_key)
     who = _validate.holder(holder)
     return call(model, "release", _ops.release, key, who)
 
 
 def refresh(model: ModelCore, lock_key: str, ttl: _validate.Duration, holder: str) -> Steps[bool]:
-    key = _validate.lock_key(lock_key)
+    key = _validate.row_key(lock_key)
     ttl_ms = _validate.duration_ms(ttl, "ttl")
     who = _validate.holder(holder)
     return (yield from call(model, "refresh", _ops.refresh, key, who, ttl_ms)) is not None
 
 
 def peek(model: ModelCore, lock_key: str) -> Steps[JobLock | None]:
-    key = _validate.lock_key(lock_key)
+    key = _validate.row_key(lock_key)
     return call(model, "peek", _ops.peek, key)
 
 
@@ -148,7 +148,7 @@ def update(
 
 
 def delete(model: ModelCore, lock_key: str) -> Steps[bool]:
-    key = _validate.lock_key(lock_key)
+    key = _validate.row_key(lock_key)
     return call(model, "delete", _ops.delete, key)
 
 
@@ -336,7 +336,12 @@ def ensure_held(lease: LeaseBase) -> Steps[None]:
 
 
 def renew_once(lease: LeaseBase) -> Steps[None]:
-    """One renewal by a keep-alive renewer; never raises."""
+    """One renewal by a keep-alive renewer; never raises.
+
+    It runs on the connection the model keeps for its keep-alive leases, and is
+    abandoned (its statement cancelled) when it has not ended by the time the lease
+    counts as lost: the watchdog reports the loss then, whether or not it returned.
+    """
     sent = time.monotonic()
     try:
         expires = yield from call(
@@ -347,10 +352,12 @@ def renew_once(lease: LeaseBase) -> Steps[None]:
             lease.holder,
             lease.token,
             lease.ttl_ms,
+            until=lease._lost_at,
+            keeper=True,
         )
     except Exception as exc:
         _events.emit("error", lease.key, lease.holder, token=lease.token, error=exc)
-        log.warning("joblocks: renewing %r failed: %s", lease.key, exc)
+        lease._renewal_failed(exc)
         lease._check_ran_out()
         lease._after_failed_renewal(time.monotonic())
         return

@@ -16,7 +16,8 @@ from typing_extensions import Unpack
 from . import _ledger, _lifecycle, _ops, _steps, _validate
 from ._base import ModelCore
 from ._connections import ConnectionCache
-from ._errors import translate
+from ._deadline import Bound
+from ._errors import NoReply, translate
 from ._lease import Lease
 from ._ledger import Run
 from ._options import LEASE_OPTIONS, LeaseKwargs, LeaseOptions
@@ -59,6 +60,13 @@ class JobLockModel(ModelCore):
             else None
         )
         self._table_lock = threading.Lock()
+        # Each call ends within ``timeout`` (seconds) on a server joblocks connects to
+        # (SQLite's waits are bounded by its busy timeout); None: unbounded.
+        single_file = self.statements.profile.single_file
+        self._bound_s = None if single_file or not self.owns_engine else self.timeout_ms / 1000
+        # The connection kept for the renewals of this model's keep-alive leases.
+        self._keeper: Connection | None = None
+        self._keeper_lock = threading.Lock()
         # Closed connections when the model is dropped without dispose() (no
         # ResourceWarning from unclosed SQLite connections, no idle server sessions).
         weakref.finalize(self, _close, self._cache, self.engine if self.owns_engine else None)
@@ -106,19 +114,87 @@ class JobLockModel(ModelCore):
 
     def _attempt(self, step: Attempt) -> Any:
         """One try of ``step.fn`` on a connection of the model."""
+        if step.keeper:
+            return self._on_keeper(step)
         cache = self._cache
         if cache is None:
             with self.engine.connect() as fresh:
-                return step.fn(fresh, self.statements, *step.args)
+                return self._send(fresh, step)
         # The cache's context manager, inlined: this runs on every call.
         conn = cache.take()
         try:
-            result = step.fn(conn, self.statements, *step.args)
+            result = self._send(conn, step)
         except BaseException:
             cache.put_after_error(conn)
             raise
         cache.put(conn)
         return result
+
+    def _send(self, conn: Connection, step: Attempt) -> Any:
+        """``step.fn`` on ``conn``, abandoned (``NoReply``) when it does not end in time:
+        within ``timeout``, and by ``step.until``."""
+        bound_s = self._bound_s
+        until = step.until
+        if bound_s is None and until is None:
+            return step.fn(conn, self.statements, *step.args)
+        started = time.monotonic()
+        at = started + bound_s if bound_s is not None else until
+        if until is not None and until < at:  # type: ignore[operator]
+            at = until
+        assert at is not None  # noqa: S101 - one of the two is set
+        bound = Bound(at, conn.connection.dbapi_connection)
+        try:
+            result = step.fn(conn, self.statements, *step.args)
+        except BaseException as exc:
+            if bound.end():
+                _invalidate(conn)
+                raise NoReply((at - started) * 1000) from exc
+            raise
+        if bound.end():
+            _invalidate(conn)
+            raise NoReply((at - started) * 1000)
+        return result
+
+    # -- the keep-alive connection -------------------------------------------------
+
+    def _keep_connection(self) -> None:
+        """Make sure the model keeps a connection for its keep-alive renewals (taken
+        when a keep-alive lease is granted: on a model of joblocks's own engine, the
+        connection that granted it, idle in the cache). Best effort: without one, the
+        next renewal opens it."""
+        with self._keeper_lock:
+            if self._keeper is not None and not self._keeper.invalidated:
+                return
+            try:
+                self._keeper = self._cache.take() if self._cache else self.engine.connect()
+            except Exception:
+                self._keeper = None
+
+    def _on_keeper(self, step: Attempt) -> Any:
+        with self._keeper_lock:
+            conn = self._keeper
+            if conn is None or conn.invalidated or conn.closed:
+                self._keeper = None
+                conn = self._cache.take() if self._cache else self.engine.connect()
+                self._keeper = conn
+            try:
+                return self._send(conn, step)
+            except BaseException:
+                if conn.invalidated or conn.closed:
+                    self._keeper = None
+                    _discard(conn)
+                raise
+
+    def _let_keeper_go(self) -> None:
+        """The model has no keep-alive lease left: its kept connection goes back."""
+        with self._keeper_lock:
+            conn, self._keeper = self._keeper, None
+        if conn is None:
+            return
+        if self._cache is not None and not (conn.invalidated or conn.closed):
+            self._cache.put(conn)
+        else:
+            _discard(conn)
 
     def _session(self, step: Session) -> Any:
         """A connection kept for a lease's life (see ``_steps.Session``)."""
@@ -160,6 +236,7 @@ class JobLockModel(ModelCore):
         Also done when the model is garbage collected. The model stays usable: a later
         call opens connections again.
         """
+        self._let_keeper_go()
         _close(self._cache, self.engine if self.owns_engine else None)
 
     # -- the reference's four operations -------------------------------------------
@@ -358,6 +435,20 @@ class JobLockModel(ModelCore):
         timedelta) ago by the database's clock, ``batch_size`` rows per statement (each
         its own short transaction); the number deleted."""
         return self._drive(_ledger.prune_runs(self, older_than, batch_size))
+
+
+def _invalidate(conn: Connection) -> None:
+    """Never use ``conn`` again (its owner closes it; its pool replaces it)."""
+    with contextlib.suppress(Exception):
+        conn.invalidate()
+
+
+def _discard(conn: Connection) -> None:
+    """Never use ``conn`` again: invalidated (its pool replaces it) and closed."""
+    with contextlib.suppress(Exception):
+        conn.invalidate()
+    with contextlib.suppress(Exception):
+        conn.close()
 
 
 def _close(cache: ConnectionCache | None, engine: Engine | None) -> None:

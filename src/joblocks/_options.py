@@ -173,7 +173,7 @@ class LeaseOptions:
         function's name, for the message of an unknown option)."""
         for name in options:
             if name not in allowed:
-                raise TypeError(f"{where}() got an unexpected keyword argument {name!r}")
+                raise _validate.unknown_keyword(f"{where}()", name, allowed)
         return cls(
             ttl_ms=_validate.duration_ms(ttl, "ttl"),
             holder=options.get("holder"),

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Connection, Dialect, Table
 
-from . import _ops
+from . import _ops, _validate
 from ._base import log
 from ._errors import LockHoldersMismatch
 from ._places_sql import PlaceStatements, places
@@ -49,8 +49,8 @@ if TYPE_CHECKING:
     from ._options import LeaseOptions
 
 #: Separates a key from its place number in a place row's id (U+241F, SYMBOL FOR UNIT
-#: SEPARATOR): ``"export␟1"``.
-PLACE_MARK = "\u241f"
+#: SEPARATOR): ``"export␟1"``; lock keys may not contain it (``_validate``).
+PLACE_MARK = _validate.PLACE_MARK
 #: The holder prefix of a group row: ``"joblocks:max_holders=3"``.
 GROUP_HOLDER = "joblocks:max_holders="
 #: The largest ``max_holders``.

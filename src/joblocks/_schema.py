@@ -33,8 +33,9 @@ from sqlalchemy.schema import CreateIndex, CreateSequence, CreateTable, SetTable
 from sqlalchemy.types import TypeDecorator, TypeEngine
 
 from . import _validate
-from ._dialects import ddl_dialect, profile
+from ._dialects import ddl_dialect, galera, profile
 from ._errors import LockTableMismatch
+from ._secrets import mask_url
 from ._sqla import BinaryType
 
 JOB_LOCKS_TABLE_NAME = "job_locks"
@@ -84,8 +85,14 @@ def fence_sequence_name(table_name: str) -> str:
     return f"{table_name}_fence_seq"
 
 
-def fence_sequence(table: Table) -> Sequence:
-    """The fencing SEQUENCE of ``table`` (PostgreSQL, MariaDB), as a schema object."""
+def fence_sequence(table: Table, nocache: bool = False) -> Sequence:
+    """The fencing SEQUENCE of ``table`` (PostgreSQL, MariaDB), as a schema object.
+
+    ``nocache``: every value is drawn from the stored sequence (``CACHE 0``, MariaDB's
+    ``NOCACHE``), as a Galera cluster needs for tokens in grant order across nodes.
+    """
+    if nocache:
+        return Sequence(fence_sequence_name(table.name), schema=table.schema, cache=0)
     return Sequence(fence_sequence_name(table.name), schema=table.schema)
 
 
@@ -243,9 +250,12 @@ def ddl_statements(
     return [statement for _kind, statement in _ddl(compiled, table, if_not_exists)]
 
 
-def _ddl(dialect: Dialect, table: Table, if_not_exists: bool) -> list[tuple[str, str]]:
+def _ddl(
+    dialect: Dialect, table: Table, if_not_exists: bool, nocache: bool = False
+) -> list[tuple[str, str]]:
     """:func:`ddl_statements`, each with what it creates: ``sequence``, ``table`` (the
-    table and its comment) or ``counter`` (SQLite's counter table and triggers)."""
+    table and its comment) or ``counter`` (SQLite's counter table and triggers).
+    ``nocache``: the sequence draws every value from storage (a Galera cluster)."""
     prof = profile(dialect)
     out: list[tuple[str, str]] = []
     # A dialect that met its server knows whether it has sequences (MySQL has none,
@@ -253,7 +263,7 @@ def _ddl(dialect: Dialect, table: Table, if_not_exists: bool) -> list[tuple[str,
     offline = getattr(dialect, "server_version_info", None) is None
     runs = table.info.get("joblocks") == "runs"  # the ledger: no fencing counter
     if prof.fence_kind == "sequence" and (dialect.supports_sequences or offline) and not runs:
-        create = CreateSequence(fence_sequence(table), if_not_exists=if_not_exists)
+        create = CreateSequence(fence_sequence(table, nocache), if_not_exists=if_not_exists)
         out.append(("sequence", str(create.compile(dialect=dialect)).strip()))
     create_table = CreateTable(table, if_not_exists=if_not_exists)
     out.append(("table", str(create_table.compile(dialect=dialect)).strip()))
@@ -280,12 +290,14 @@ def ensure_table(conn: Connection, table: Table) -> None:
     what is missing, and when another one got there first (a "duplicate" error from
     the CREATE, even with IF NOT EXISTS on PostgreSQL), checks again.
 
-    A table of that name that is not a joblocks lock table (see :func:`shape_problems`)
-    raises :class:`~joblocks.LockTableMismatch`, and nothing is created.
+    A table of that name that is not a joblocks lock table (see :func:`shape_problems`),
+    or for the run ledger's table not a ledger (:func:`runs_shape_problems`), raises
+    :class:`~joblocks.LockTableMismatch`, and nothing is created.
     """
-    if table.info.get("joblocks") != "runs":
-        check_shape(conn, table)
-    statements = _ddl(conn.dialect, table, if_not_exists=False)
+    check_shape(conn, table)
+    # A Galera node refuses a cached sequence, and INCREMENT BY 0 (what it accepts
+    # besides) hands out tokens out of grant order across nodes: NOCACHE keeps order.
+    statements = _ddl(conn.dialect, table, if_not_exists=False, nocache=galera(conn))
     for attempt in range(1, 6):
         try:
             found = inspect(conn)
@@ -362,12 +374,35 @@ def _type_name(kind: TypeEngine[Any], conn: Connection) -> str:
         return type(kind).__name__
 
 
+def runs_shape_problems(conn: Connection, table: Table) -> list[str] | None:
+    """What makes the existing table of the ledger table's name not a run ledger: None
+    when there is no such table; else the columns it lacks or has beyond the ledger's
+    (names compared as :func:`shape_problems` does)."""
+    found = inspect(conn)
+    if not found.has_table(table.name, schema=table.schema):
+        return None
+    fold = str if profile(conn.dialect).exact_column_names else str.lower
+    columns = {fold(c["name"]): c["name"] for c in found.get_columns(table.name, table.schema)}
+    wanted = [column.name for column in table.columns]
+    problems: list[str] = []
+    missing = [name for name in wanted if fold(name) not in columns]
+    extra = sorted(name for key, name in columns.items() if key not in {fold(w) for w in wanted})
+    if missing:
+        problems.append("missing columns " + ", ".join(missing))
+    if extra:
+        problems.append("extra columns " + ", ".join(extra))
+    return problems
+
+
 def check_shape(conn: Connection, table: Table) -> None:
-    """Raise :class:`~joblocks.LockTableMismatch` when the table is not a lock table."""
-    problems = shape_problems(conn, table)
+    """Raise :class:`~joblocks.LockTableMismatch` when the table is not a lock table
+    (or, for the run ledger's table, not a run ledger)."""
+    runs = table.info.get("joblocks") == "runs"
+    problems = (runs_shape_problems if runs else shape_problems)(conn, table)
     if problems:
-        where = conn.engine.url.render_as_string(hide_password=True)
-        raise LockTableMismatch(where, table.fullname, problems)
+        where = mask_url(conn.engine.url)
+        kind = "run ledger table" if runs else "lock table"
+        raise LockTableMismatch(where, table.fullname, problems, kind)
 
 
 def __getattr__(name: str) -> Any:

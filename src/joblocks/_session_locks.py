@@ -14,7 +14,9 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import Connection
 
 from . import _ops
+from ._dialects import galera
 from ._errors import LockBackendError
+from ._secrets import mask_url
 from ._statements import Statements
 
 if TYPE_CHECKING:
@@ -44,7 +46,7 @@ def _set_up(conn: Connection, reg: _Registry) -> None:
         if pid != told:
             raise LockBackendError(
                 "liveness='session'",
-                conn.engine.url.render_as_string(hide_password=True),
+                mask_url(conn.engine.url),
                 "a connection pooler (e.g. PgBouncer) sits between joblocks and PostgreSQL "
                 f"(the server runs this session in backend {pid}, the connection was told "
                 f"{told}): a session-level lock needs a connection of its own to the "
@@ -54,6 +56,14 @@ def _set_up(conn: Connection, reg: _Registry) -> None:
         if (conn.dialect.server_version_info or (0,)) >= (14,):
             _ops.execute(conn, reg.settle, {})
     else:
+        if galera(conn):
+            raise LockBackendError(
+                "liveness='session'",
+                conn.engine.url.render_as_string(hide_password=True),
+                "the server is a node of a MariaDB Galera cluster (wsrep_on is ON): "
+                "GET_LOCK holds only on the node it was taken on, so a holder on another "
+                "node would not see it and would take the lease over. Use liveness='ttl'",
+            )
         _ops.execute(conn, reg.settle, {})
 
 

@@ -36,6 +36,20 @@ __all__ = ["ACQUIRE_PATHS", "AcquirePath", "Statements", "build", "paths_for"]
 #: First key of the PostgreSQL advisory locks that order fencing tokens ("jl").
 _ADVISORY_CLASS = 0x6A6C
 
+#: PostgreSQL: a token is ``nextval + (timeline - 1) * 2**TIMELINE_SHIFT``. The timeline
+#: grows by one at every promotion of a standby (``pg_ctl promote``, a point-in-time
+#: recovery), so a token handed out after a failover is larger than every token handed
+#: out before it, even where an asynchronous standby had not yet received the latest
+#: values of the sequence. On timeline 1 (never promoted) tokens are the sequence's
+#: values. The sequence has 2**44 (1.7e13) values per timeline.
+TIMELINE_SHIFT = 44
+#: The timeline the server writes WAL on: the first 8 hex digits of the current WAL
+#: file's name (no I/O; ``pg_control_checkpoint()`` reads a file and lags behind a
+#: promotion until the next checkpoint).
+PG_TIMELINE_SQL = (
+    "CAST(CAST('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8) AS BIT(32)) AS BIGINT)"
+)
+
 Params = Union[tuple[Any, ...], dict[str, Any]]
 
 #: ``schedule=``: the row's last grant was before the slot now (``_slots``).
@@ -166,8 +180,12 @@ def build(dialect: Dialect, table: Table, path: AcquirePath | None = None) -> St
         # its row released meanwhile) draws its token after that grant, never before,
         # so tokens follow the order of grants. The two-int advisory keyspace is apart
         # from the one-bigint one applications usually use.
+        # The server's timeline, above the sequence's value (see TIMELINE_SHIFT): a
+        # promoted standby is on a new, larger timeline, so its tokens are larger than
+        # any its old primary handed out, whatever the sequence it inherited had seen.
         nxt = (
-            f"(SELECT nextval('{seq_name}') FROM (SELECT pg_advisory_xact_lock("
+            f"(SELECT nextval('{seq_name}') + ({PG_TIMELINE_SQL} - 1) * {1 << TIMELINE_SHIFT} "
+            f"FROM (SELECT pg_advisory_xact_lock("
             f"{_ADVISORY_CLASS}, hashtext(CAST(:key AS VARCHAR)))) AS fence_order)"
         )
     elif family == "sqlite":

@@ -27,13 +27,27 @@ T = TypeVar("T")
 
 
 class Attempt:
-    """One try of ``fn(conn, statements, *args)`` on a connection of the model."""
+    """One try of ``fn(conn, statements, *args)`` on a connection of the model.
 
-    __slots__ = ("args", "fn")
+    ``until``: a monotonic time the call must end by, besides the model's ``timeout``
+    (a keep-alive renewal's lease deadline); ``keeper``: on the connection the model
+    keeps for its keep-alive leases (a renewal, or the grant of a keep-alive lease), so
+    that the process's other calls can never take it.
+    """
 
-    def __init__(self, fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
+    __slots__ = ("args", "fn", "keeper", "until")
+
+    def __init__(
+        self,
+        fn: Callable[..., Any],
+        args: tuple[Any, ...],
+        until: float | None = None,
+        keeper: bool = False,
+    ) -> None:
         self.fn = fn
         self.args = args
+        self.until = until
+        self.keeper = keeper
 
 
 class Sleep:
@@ -112,16 +126,24 @@ FIRST_USE = FirstUse()
 # -- one call: first use, the transient-error retry, error translation ------------------
 
 
-def call(model: ModelCore, operation: str, fn: Callable[..., T], *args: Any) -> Steps[T]:
+def call(
+    model: ModelCore,
+    operation: str,
+    fn: Callable[..., T],
+    *args: Any,
+    until: float | None = None,
+    keeper: bool = False,
+) -> Steps[T]:
     """``fn`` on a connection, retried after deadlocks and serialization failures;
-    a database failure comes out as ``LockBackendError`` naming ``operation``."""
+    a database failure comes out as ``LockBackendError`` naming ``operation``
+    (``until``, ``keeper``: see :class:`Attempt`)."""
     # As a ``translate`` block would, but set up only on an error: this runs for
     # every call.
     try:
         if not model.table_ready:
             yield FIRST_USE
         attempt = 1
-        step = Attempt(fn, args)
+        step = Attempt(fn, args, until, keeper)
         while True:
             try:
                 result: T = yield step

@@ -11,6 +11,7 @@ from sqlalchemy import exc as sa_exc
 
 from ._connect import SQLITE_BUSY_TIMEOUT_MS
 from ._dialects import profile
+from ._secrets import mask_url
 
 log = logging.getLogger("joblocks")
 
@@ -101,7 +102,7 @@ def tune_user_sqlite(conn: Connection) -> None:
     busy timeout. Once per model, on its first call.
     """
     mode = str(conn.exec_driver_sql("PRAGMA journal_mode").scalar()).lower()
-    where = conn.engine.url.render_as_string(hide_password=True)
+    where = mask_url(conn.engine.url)
     why = f"it is in journal mode {mode!r}"
     if mode == "delete":
         try:

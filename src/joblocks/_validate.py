@@ -6,8 +6,10 @@ message that names the argument.
 
 from __future__ import annotations
 
+import difflib
 import math
 import re
+from collections.abc import Iterable
 from datetime import timedelta
 from typing import Union
 
@@ -24,13 +26,17 @@ MAX_TABLE_NAME = 48
 Duration = Union[int, float, timedelta]
 """Milliseconds (``30_000``) or a ``datetime.timedelta``."""
 
+#: Separates a key from its place number in the row id of a counted lease's place
+#: (U+241F, SYMBOL FOR UNIT SEPARATOR): ``"export␟1"``. Not allowed in a lock key.
+PLACE_MARK = "\u241f"
+
 _RESERVED_PREFIXES = ("sqlite_", "pg_")
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 
-def _text(value: object, name: str, max_bytes: int) -> str:
+def _text(value: object, name: str, max_bytes: int, forbidden: str = "") -> str:
     """The full check of a key or holder (what :func:`lock_key` and :func:`holder`
-    decide in one test for ASCII text)."""
+    decide in one test for ASCII text); ``forbidden``: a character it must not hold."""
     if not isinstance(value, str):
         raise TypeError(f"{name} must be a str, not {type(value).__name__}")
     if not value or not value.strip():
@@ -43,6 +49,11 @@ def _text(value: object, name: str, max_bytes: int) -> str:
         raise ValueError(f"{name} is not valid Unicode text (lone surrogate)") from exc
     if size > max_bytes:
         raise ValueError(f"{name} is {size} bytes in UTF-8; the limit is {max_bytes}")
+    if forbidden and forbidden in value:
+        raise ValueError(
+            f"{name} must not contain U+241F ({forbidden}): it separates a counted lease's "
+            "key from its place number in the rows of its places"
+        )
     return value
 
 
@@ -52,7 +63,14 @@ def _text(value: object, name: str, max_bytes: int) -> str:
 
 
 def lock_key(value: object, name: str = "lock_key") -> str:
-    """Validate a lock key: a non-blank str without NUL, at most 512 UTF-8 bytes."""
+    """Validate a lock key: a non-blank str without NUL or U+241F (:data:`PLACE_MARK`),
+    at most 512 UTF-8 bytes."""
+    return _short_text(value, name, MAX_KEY_BYTES, PLACE_MARK)
+
+
+def row_key(value: object, name: str = "lock_key") -> str:
+    """Validate the id of a row to read, release or delete: a lock key, or the row id
+    of a counted lease's place (``key`` + :data:`PLACE_MARK` + place number)."""
     return _short_text(value, name, MAX_KEY_BYTES)
 
 
@@ -61,8 +79,8 @@ def holder(value: object, name: str = "holder") -> str:
     return _short_text(value, name, MAX_HOLDER_BYTES)
 
 
-def _short_text(value: object, name: str, limit: int) -> str:
-    """:func:`_text`, with ASCII text decided in one test."""
+def _short_text(value: object, name: str, limit: int, forbidden: str = "") -> str:
+    """:func:`_text`, with ASCII text decided in one test (``forbidden`` is not ASCII)."""
     if (
         type(value) is str
         and value.isascii()
@@ -72,7 +90,19 @@ def _short_text(value: object, name: str, limit: int) -> str:
         and not value.isspace()
     ):
         return value
-    return _text(value, name, limit)
+    return _text(value, name, limit, forbidden)
+
+
+def unknown_keyword(
+    where: str, name: str, known: Iterable[str], what: str = "keyword argument"
+) -> TypeError:
+    """The ``TypeError`` for a keyword argument ``name`` that ``where`` (the public
+    name of the class or function) does not take, suggesting the closest of ``known``."""
+    close = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.6)
+    if not close and name.lower() in {k.lower() for k in known}:
+        close = [k for k in known if k.lower() == name.lower()]
+    hint = f": did you mean {close[0]}=?" if close else ""
+    return TypeError(f"{where} got an unexpected {what} {name!r}{hint}")
 
 
 def duration_ms(value: object, name: str, *, allow_zero: bool = False) -> int:

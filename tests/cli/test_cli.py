@@ -543,6 +543,23 @@ def test_init_and_doctor(cli: Cli) -> None:
     assert cli.model().count() == 0  # the probe left nothing behind
 
 
+def test_doctor_takes_the_url_as_its_argument(lite: Cli) -> None:
+    assert lite("init").returncode == 0
+    argv = [sys.executable, "-m", "joblocks", "--table", lite.table, "doctor", lite.url, "--json"]
+    result = subprocess.run(argv, capture_output=True, text=True, env=lite.env, timeout=TIMEOUT)
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert report["ok"] is True
+    assert report["source"] == "--url"
+    assert report["database"].endswith(lite.url.removeprefix("sqlite:///"))
+    other = lite.url + "-other"
+    twice = lite("doctor", other)  # lite() passes --url too: two different URLs
+    assert twice.returncode == 2
+    assert "once" in one_line(twice.stderr)
+    same = lite("doctor", lite.url)
+    assert same.returncode == 0, same.stderr
+
+
 def test_unreachable_database(tmp_path: Path) -> None:
     url = "postgresql://joblocks:s3cret@127.0.0.1:1/nothing"  # port 1: connection refused
     for command, code in (["doctor"], 1), (["list"], 3):

@@ -162,14 +162,3 @@ def test_cli_list_empty(
     assert (shown.returncode, shown.stdout) == (0, "[]\n")
     text = _cli(db_url, table_name, "list", tmp_path=tmp_path)
     assert text.stdout.startswith("no held locks")
-
-
-def test_list_memory_benchmark_smoke() -> None:
-    """``benchmarks/list_memory.py --smoke`` runs (its figures are not judged here)."""
-    script = Path(__file__).resolve().parents[2] / "benchmarks" / "list_memory.py"
-    done = subprocess.run(
-        [sys.executable, str(script), "--smoke"], capture_output=True, text=True, timeout=300
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert "iter_locks()" in done.stdout
-    assert "model.prune()" in done.stdout

@@ -8,13 +8,18 @@ and the drivers costs about a second per batch on the project's 2-core machine);
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
 
+from ..support.matrix import unavailable
 from ..support.pool import Pool
+from ..support.servers import GaleraCluster, ServerStartError, ServerUnavailable, start_galera
 from . import _workers as workers
 from ._support import Reporter
 
@@ -53,3 +58,28 @@ def app_table(db_url: str) -> Iterator[str]:
     finally:
         table.drop(engine)
         engine.dispose()
+
+
+@pytest.fixture(scope="session")
+def galera_cluster(request: pytest.FixtureRequest) -> Iterator[GaleraCluster]:
+    """A 3-node MariaDB Galera cluster on loopback, started when a test first needs it.
+
+    Skips locally when MariaDB, galera-4 or rsync is missing; fails with ``CI=true``.
+    """
+    base = Path(tempfile.mkdtemp(prefix="joblocks-galera-"))
+    try:
+        try:
+            try:
+                cluster = start_galera(base)
+            except ServerStartError:
+                # Twelve ports picked free a moment before use: another process may
+                # have taken one. Once more, on new ports.
+                cluster = start_galera(base)
+        except ServerUnavailable as exc:
+            unavailable(f"galera unavailable: {exc}")
+        try:
+            yield cluster
+        finally:
+            cluster.stop()
+    finally:
+        shutil.rmtree(base, ignore_errors=True)

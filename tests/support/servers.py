@@ -1,5 +1,9 @@
 """Throwaway PostgreSQL and MariaDB servers for the test suite.
 
+Besides single servers: a 3-node MariaDB Galera cluster (:func:`start_galera`) and a
+PostgreSQL primary with a streaming standby (:func:`start_postgres_pair`), for the
+replicated-database scenarios of ``tests/reliability/test_replicated.py``.
+
 Each server runs from its own temporary data directory on a free port on
 127.0.0.1, detached in its own session, and is tuned for speed, not
 durability. Only the standard library is needed to start and stop servers;
@@ -58,14 +62,19 @@ from pathlib import Path
 from typing import Any
 
 __all__ = [
+    "GALERA_PROVIDER",
     "MARIADB_DATABASE",
     "STARTUP_TIMEOUT",
+    "GaleraCluster",
+    "PostgresPair",
     "Server",
     "ServerStartError",
     "ServerUnavailable",
+    "start_galera",
     "start_mariadb",
     "start_pgbouncer",
     "start_postgres",
+    "start_postgres_pair",
 ]
 
 STARTUP_TIMEOUT = 30.0
@@ -771,3 +780,364 @@ def _wait_group_gone(pgid: int, timeout: float) -> None:
         except PermissionError:
             pass
         time.sleep(_POLL_INTERVAL)
+
+
+# ----------------------------------------------------------- MariaDB Galera
+
+GALERA_PROVIDER = "/usr/lib/galera/libgalera_smm.so"
+"""The galera-4 package's replication provider."""
+
+_CLUSTER_TIMEOUT = 180.0
+"""Seconds for a Galera node to join and reach ``Synced`` (an rsync SST included)."""
+
+
+@dataclasses.dataclass(eq=False)
+class GaleraCluster:
+    """A MariaDB Galera cluster of throwaway nodes on loopback (see :func:`start_galera`).
+
+    Each node is a :class:`Server` (``nodes[i].url`` reaches node ``i``); killing a
+    node with ``kill()`` is a crash, and :meth:`rejoin` starts it again as a joiner.
+    """
+
+    nodes: list[Server]
+    gcomm_ports: list[int]
+
+    @property
+    def urls(self) -> list[str]:
+        return [node.url for node in self.nodes]
+
+    def rejoin(self, index: int) -> None:
+        """Start the (killed or stopped) node ``index`` again; it joins the others."""
+        node = self.nodes[index]
+        node._argv = [a for a in node._argv if a != "--wsrep-new-cluster"]
+        node.start()
+
+    def bootstrap_survivor(self, index: int) -> None:
+        """Make node ``index``, alone after the others crashed, a primary component again."""
+        import pymysql  # type: ignore[import-untyped, unused-ignore]
+
+        conn = pymysql.connect(
+            unix_socket=str(self.nodes[index].socket_dir / "mysqld.sock"), user="root"
+        )
+        try:
+            with conn.cursor() as cur:
+                cur.execute("SET GLOBAL wsrep_provider_options='pc.bootstrap=YES'")
+        finally:
+            conn.close()
+        _wait_galera_synced(self.nodes[index])
+
+    def stop(self) -> None:
+        """Stop every node (the joiners first) and remove their directories."""
+        failed: BaseException | None = None
+        for node in reversed(self.nodes):
+            try:
+                node.stop()
+            except BaseException as exc:  # stop the others all the same
+                failed = failed or exc
+                with contextlib.suppress(BaseException):
+                    node.kill()
+        if failed is not None:
+            raise failed
+
+
+def start_galera(base_dir: Path, size: int = 3) -> GaleraCluster:
+    """Start a MariaDB Galera cluster of ``size`` nodes on 127.0.0.1 under ``base_dir``.
+
+    Node 1 bootstraps the cluster (``--wsrep-new-cluster``); the others join it and
+    receive its data by an rsync state transfer. Every node has its own ports for
+    clients, Galera replication, incremental (IST) and snapshot (SST) transfer, and
+    its own data directory; URLs as :func:`start_mariadb`'s. Raises ServerUnavailable
+    if MariaDB, the galera-4 provider, rsync or pymysql are missing,
+    ServerStartError if a node fails to start or join.
+    """
+    mariadbd = _find_exe("mariadbd", "mysqld")
+    install_db = _find_exe("mariadb-install-db", "mysql_install_db")
+    if mariadbd is None or install_db is None:
+        raise ServerUnavailable("MariaDB binaries (mariadbd, mariadb-install-db) not found")
+    if not os.path.exists(GALERA_PROVIDER):
+        raise ServerUnavailable(f"Galera provider {GALERA_PROVIDER} not found (galera-4)")
+    for tool in ("rsync", "wsrep_sst_rsync"):
+        if _find_exe(tool) is None:
+            raise ServerUnavailable(f"{tool} not found (needed for the rsync state transfer)")
+    _require_module("pymysql")
+    user = _server_user("mysql")
+    ports = [(_free_port(), _free_port(), _free_port(), _free_port()) for _ in range(size)]
+    cluster_address = "gcomm://" + ",".join(f"127.0.0.1:{p[1]}" for p in ports)
+    nodes: list[Server] = []
+    cluster = GaleraCluster(nodes=nodes, gcomm_ports=[p[1] for p in ports])
+    try:
+        for index, (port, gcomm, ist, sst) in enumerate(ports):
+            root, sock = _make_dirs(base_dir, f"galera{index + 1}", user)
+            data = root / "data"
+            log = root / "server.log"
+            common = [
+                f"--tmpdir={root}",
+                "--innodb-log-file-size=16M",
+                "--innodb-buffer-pool-size=64M",
+                "--character-set-server=utf8mb4",
+                "--collation-server=utf8mb4_unicode_ci",
+            ]
+            _run_logged(
+                [
+                    str(install_db),
+                    "--no-defaults",
+                    f"--datadir={data}",
+                    "--auth-root-authentication-method=normal",
+                    "--skip-test-db",
+                    "--skip-name-resolve",
+                    *common,
+                ],
+                log,
+                user,
+                root,
+                "mariadb-install-db",
+            )
+            argv = [
+                str(mariadbd),
+                "--no-defaults",
+                f"--datadir={data}",
+                f"--port={port}",
+                "--bind-address=127.0.0.1",
+                f"--socket={sock / 'mysqld.sock'}",
+                f"--pid-file={root / 'mariadbd.pid'}",
+                "--skip-name-resolve",
+                "--max-connections=300",
+                "--innodb-flush-log-at-trx-commit=2",
+                "--skip-innodb-doublewrite",
+                "--default-time-zone=+00:00",
+                "--binlog-format=ROW",
+                "--default-storage-engine=InnoDB",
+                "--innodb-autoinc-lock-mode=2",
+                "--wsrep-on=ON",
+                f"--wsrep-provider={GALERA_PROVIDER}",
+                f"--wsrep-cluster-address={cluster_address}",
+                "--wsrep-cluster-name=joblocks_test",
+                f"--wsrep-node-name=node{index + 1}",
+                "--wsrep-node-address=127.0.0.1",
+                f"--wsrep-node-incoming-address=127.0.0.1:{port}",
+                "--wsrep-provider-options="
+                f"gmcast.listen_addr=tcp://127.0.0.1:{gcomm};"
+                f"ist.recv_addr=127.0.0.1:{ist};"
+                "gcache.size=64M;evs.suspect_timeout=PT5S;evs.inactive_timeout=PT10S",
+                "--wsrep-sst-method=rsync",
+                f"--wsrep-sst-receive-address=127.0.0.1:{sst}",
+                *common,
+                *(["--wsrep-new-cluster"] if index == 0 else []),
+            ]
+            node = Server(
+                name=f"galera{index + 1}",
+                port=port,
+                url=f"mysql+pymysql://root@127.0.0.1:{port}/{MARIADB_DATABASE}",
+                data_dir=data,
+                log_file=log,
+                root_dir=root,
+                socket_dir=sock,
+                _argv=argv,
+                _user=user,
+                _ready=_wait_galera_node,
+                _stop_signal=signal.SIGTERM,
+            )
+            nodes.append(node)
+            node.start()
+            if index == 0:
+                _setup_mariadb(node)
+                # A restart of node 1 joins the others, as any node's does.
+                node._argv = [a for a in argv if a != "--wsrep-new-cluster"]
+        for node in nodes:
+            _wait_galera_synced(node, size)
+    except BaseException:
+        cluster.stop()
+        raise
+    return cluster
+
+
+def _galera_status(server: Server) -> dict[str, str]:
+    import pymysql  # type: ignore[import-untyped, unused-ignore]
+
+    path = str(server.socket_dir / "mysqld.sock")
+    # pymysql leaks its socket when connecting to a unix socket fails: probe it first.
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+        probe.settimeout(2)
+        probe.connect(path)
+    conn = pymysql.connect(unix_socket=path, user="root", connect_timeout=2)
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SHOW STATUS LIKE 'wsrep_%'")
+            return {str(name): str(value) for name, value in cur.fetchall()}
+    finally:
+        conn.close()
+
+
+def _wait_galera_node(server: Server) -> None:
+    """Ready when the node takes connections and is Synced with a primary component."""
+    _wait_galera_synced(server)
+
+
+def _wait_galera_synced(server: Server, size: int | None = None) -> None:
+    deadline = time.monotonic() + _CLUSTER_TIMEOUT
+    last: object = None
+    path = server.socket_dir / "mysqld.sock"
+    while time.monotonic() < deadline:
+        proc = server._proc
+        if proc is None or proc.poll() is not None:
+            code = None if proc is None else proc.returncode
+            raise ServerStartError(
+                f"{server.name} exited during startup (code {code}); "
+                f"log {server.log_file}:\n{server.log_tail()}"
+            )
+        try:
+            if path.exists():
+                status = _galera_status(server)
+                last = {
+                    k: status.get(k)
+                    for k in (
+                        "wsrep_ready",
+                        "wsrep_local_state_comment",
+                        "wsrep_cluster_status",
+                        "wsrep_cluster_size",
+                    )
+                }
+                if (
+                    status.get("wsrep_ready") == "ON"
+                    and status.get("wsrep_local_state_comment") == "Synced"
+                    and status.get("wsrep_cluster_status") == "Primary"
+                    and (size is None or status.get("wsrep_cluster_size") == str(size))
+                ):
+                    return
+        except Exception as exc:  # not ready yet
+            last = exc
+        time.sleep(0.2)
+    raise ServerStartError(
+        f"{server.name} on port {server.port} not synced after {_CLUSTER_TIMEOUT:.0f}s "
+        f"(last: {last!r}); log {server.log_file}:\n{server.log_tail()}"
+    )
+
+
+# ------------------------------------------------ PostgreSQL primary + standby
+
+
+@dataclasses.dataclass(eq=False)
+class PostgresPair:
+    """A PostgreSQL primary and a streaming standby (see :func:`start_postgres_pair`)."""
+
+    primary: Server
+    standby: Server
+    synchronous: bool
+
+    def promote_standby(self) -> None:
+        """Promote the standby (``pg_ctl promote``) and wait until it takes writes."""
+        bindir = _find_pg_bindir()
+        assert bindir is not None
+        _run_logged(
+            [str(bindir / "pg_ctl"), "promote", "-w", "-t", "120", f"-D{self.standby.data_dir}"],
+            self.standby.log_file,
+            self.standby._user,
+            self.standby.root_dir,
+            "pg_ctl promote",
+        )
+        import psycopg
+
+        deadline = time.monotonic() + _CLUSTER_TIMEOUT
+        while True:
+            with psycopg.connect(
+                host="127.0.0.1", port=self.standby.port, user="postgres", dbname="postgres"
+            ) as conn:
+                row = conn.execute("SELECT pg_is_in_recovery()").fetchone()
+            if row is not None and not row[0]:
+                return
+            if time.monotonic() > deadline:
+                raise ServerStartError("the promoted standby is still in recovery")
+            time.sleep(0.1)
+
+    def stop(self) -> None:
+        for server in (self.standby, self.primary):
+            server.stop()
+
+
+def start_postgres_pair(base_dir: Path, synchronous: bool) -> PostgresPair:
+    """Start a PostgreSQL primary and a standby cloned from it by ``pg_basebackup -R``.
+
+    The standby streams the primary's WAL. With ``synchronous`` the primary's
+    ``synchronous_standby_names`` is ``'*'``: a commit returns once the standby has
+    flushed it; without, the standby lags as it may. Both are :class:`Server` objects
+    (``primary.kill()`` crashes the primary; :meth:`PostgresPair.promote_standby`
+    promotes the standby). Raises ServerUnavailable / ServerStartError as
+    :func:`start_postgres`.
+    """
+    primary = start_postgres(base_dir, {"wal_level": "replica", "max_wal_senders": "5"})
+    try:
+        bindir = _find_pg_bindir()
+        assert bindir is not None
+        user = primary._user
+        root, sock = _make_dirs(base_dir, "postgres-standby", user)
+        data = root / "data"
+        log = root / "server.log"
+        _run_logged(
+            [
+                str(bindir / "pg_basebackup"),
+                "-h127.0.0.1",
+                f"-p{primary.port}",
+                "-Upostgres",
+                f"-D{data}",
+                "-R",
+                "-Xstream",
+                "--checkpoint=fast",
+                "--no-sync",
+            ],
+            log,
+            user,
+            root,
+            "pg_basebackup",
+        )
+        port = _free_port()
+        standby = Server(
+            name="postgres-standby",
+            port=port,
+            url=f"postgresql+psycopg://postgres@127.0.0.1:{port}/postgres",
+            data_dir=data,
+            log_file=log,
+            root_dir=root,
+            socket_dir=sock,
+            _argv=[
+                str(bindir / "postgres"),
+                f"-D{data}",
+                f"-p{port}",
+                f"-k{sock}",
+                *(f"-c{name}={value}" for name, value in _PG_SETTINGS.items()),
+                "-ccluster_name=standby",
+            ],
+            _user=user,
+            _ready=_wait_postgres,
+            _stop_signal=signal.SIGINT,
+        )
+        _first_start(standby)
+    except BaseException:
+        primary.stop()
+        raise
+    pair = PostgresPair(primary=primary, standby=standby, synchronous=synchronous)
+    try:
+        import psycopg
+
+        with psycopg.connect(
+            host="127.0.0.1",
+            port=primary.port,
+            user="postgres",
+            dbname="postgres",
+            autocommit=True,
+        ) as conn:
+            if synchronous:
+                conn.execute("ALTER SYSTEM SET synchronous_standby_names = '*'")
+                conn.execute("SELECT pg_reload_conf()")
+            want = "sync" if synchronous else "async"
+            deadline = time.monotonic() + _CLUSTER_TIMEOUT
+            while True:
+                row = conn.execute("SELECT state, sync_state FROM pg_stat_replication").fetchone()
+                if row is not None and row[0] == "streaming" and row[1] == want:
+                    break
+                if time.monotonic() > deadline:
+                    raise ServerStartError(f"standby not streaming ({want}): {row!r}")
+                time.sleep(0.1)
+    except BaseException:
+        pair.stop()
+        raise
+    return pair

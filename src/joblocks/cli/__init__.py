@@ -109,6 +109,13 @@ def build_parser(run_only: bool = False) -> argparse.ArgumentParser:
         help="lock table name (default: job_locks)",
     )
     glob.add_argument(
+        "--runs-table",
+        type=checked(table_name_type),
+        default=argparse.SUPPRESS,
+        help="run ledger table name (default: job_runs beside job_locks, <name>_runs "
+        "beside <name>_locks)",
+    )
+    glob.add_argument(
         "--schema",
         type=checked(schema_name_type),
         default=argparse.SUPPRESS,
@@ -168,7 +175,7 @@ def parse_args(parser: argparse.ArgumentParser, argv: Sequence[str]) -> argparse
     return run.split_command(parser, words)
 
 
-_VALUE_OPTIONS = ("--url", "--table", "--schema")
+_VALUE_OPTIONS = ("--url", "--table", "--runs-table", "--schema")
 
 
 def _command_of(words: Sequence[str]) -> str | None:

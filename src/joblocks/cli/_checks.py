@@ -144,7 +144,7 @@ def table(model: JobLockModel, report: Report) -> bool:
                 return report.add(
                     "fencing", "fail", f"sequence {sequence} missing", "run `joblocks init`"
                 )
-            return report.add("fencing", "ok", f"sequence {sequence}")
+            return _token_source(model, report, sequence)
     except LockBackendError as exc:
         return report.add(
             "table",
@@ -267,3 +267,149 @@ def isolation(model: JobLockModel, report: Report) -> None:
             f"default_transaction_isolation is {level}: joblocks runs each of its "
             "statements in a read committed transaction of its own (two more round trips)",
         )
+
+
+#: What a promotion does to PostgreSQL's tokens (``doctor``'s fencing line).
+_PG_TIMELINE_NOTE = (
+    "tokens carry the server's timeline (now {timeline}) above the sequence: a token "
+    "handed out after a standby's promotion is larger than every one before it"
+)
+
+
+def _token_source(model: JobLockModel, report: Report, sequence: str) -> bool:
+    """The fencing sequence as a token source: on PostgreSQL with the server's timeline;
+    on a Galera node it must not cache (``NOCACHE``) nor be ``INCREMENT BY 0``."""
+    from sqlalchemy import text
+
+    from .._dialects import galera
+    from .._statements import PG_TIMELINE_SQL
+
+    family = profile(model.engine.dialect).family
+    with model.engine.connect() as conn:
+        if family == "postgresql":
+            if conn.execute(text("SELECT pg_is_in_recovery()")).scalar():
+                return report.add("fencing", "ok", f"sequence {sequence} (a standby)")
+            timeline = conn.execute(text(f"SELECT {PG_TIMELINE_SQL}")).scalar()
+            note = _PG_TIMELINE_NOTE.format(timeline=timeline)
+            return report.add("fencing", "ok", f"sequence {sequence}; {note}")
+        if family != "mysql" or not galera(conn):
+            return report.add("fencing", "ok", f"sequence {sequence}")
+        quoted = model.engine.dialect.identifier_preparer.quote(sequence)
+        if model.table.schema is not None:
+            quoted = (
+                model.engine.dialect.identifier_preparer.quote(model.table.schema) + "." + quoted
+            )
+        shown = str(conn.execute(text(f"SHOW CREATE SEQUENCE {quoted}")).one()[1]).lower()
+    if "increment by 0" in shown:
+        return report.add(
+            "fencing",
+            "fail",
+            f"sequence {sequence} is INCREMENT BY 0: on Galera its tokens do not follow "
+            "the order of grants across nodes",
+            f"recreate it with `CREATE OR REPLACE SEQUENCE {sequence} START WITH <max(fence)+1> "
+            "NOCACHE` while no job runs",
+        )
+    if "nocache" not in shown:
+        return report.add(
+            "fencing",
+            "fail",
+            f"sequence {sequence} caches values: on Galera each node would hand out its own",
+            f"recreate it with `CREATE OR REPLACE SEQUENCE {sequence} START WITH <max(fence)+1> "
+            "NOCACHE` while no job runs",
+        )
+    return report.add(
+        "fencing",
+        "ok",
+        f"sequence {sequence}, NOCACHE: every node draws from the replicated sequence, "
+        "tokens follow the order of grants across nodes",
+    )
+
+
+#: Galera suspects a crashed node after ``evs.suspect_timeout`` (provider option).
+_SUSPECT = "evs.suspect_timeout"
+
+
+def replication(model: JobLockModel, report: Report) -> None:
+    """A replicated server: a MariaDB Galera node (cluster size, node state, what a
+    crashed node's commit stall costs short keep-alive ttls), or a PostgreSQL primary
+    (its standbys' mode: what a failover can lose)."""
+    from sqlalchemy import text
+
+    from .._dialects import galera
+    from .._errors import LockBackendError, translate
+
+    family = profile(model.engine.dialect).family
+    try:
+        with translate("read the replication status", model.database):  # noqa: SIM117
+            with model.engine.connect() as conn:
+                if family == "mysql":
+                    if not galera(conn):
+                        return
+                    rows = conn.execute(text("SHOW STATUS LIKE 'wsrep_%'")).all()
+                    status = {str(name): str(value) for name, value in rows}
+                    options = conn.execute(
+                        text("SHOW VARIABLES LIKE 'wsrep_provider_options'")
+                    ).all()
+                    provider = str(options[0][1]) if options else ""
+                elif family == "postgresql":
+                    names = str(conn.execute(text("SHOW synchronous_standby_names")).scalar())
+                    standbys = conn.execute(
+                        text("SELECT count(*) FROM pg_stat_replication")
+                    ).scalar()
+                else:
+                    return
+    except LockBackendError as exc:
+        report.add("cluster", "warn", f"cannot read the replication status ({exc.detail})")
+        return
+    if family == "postgresql":
+        if names.strip():
+            report.add(
+                "failover",
+                "ok",
+                f"synchronous standby ({names!r}, {standbys} connected): a promoted standby "
+                "has every acknowledged grant",
+            )
+        elif standbys:
+            report.add(
+                "failover",
+                "warn",
+                f"{standbys} asynchronous standby(s): a promotion loses the grants the "
+                "standby had not received (their holders keep running; fencing tokens "
+                "still grow)",
+                "set synchronous_standby_names for no acknowledged lease lost",
+            )
+        return
+    size = status.get("wsrep_cluster_size", "?")
+    state = status.get("wsrep_local_state_comment", "?")
+    component = status.get("wsrep_cluster_status", "?")
+    suspect = _suspect_seconds(provider)
+    detail = f"MariaDB Galera node, {state}, {component} component of {size} node(s)"
+    if state != "Synced" or component != "Primary":
+        report.add("cluster", "fail", detail, "this node does not take writes: check the cluster")
+        return
+    if size.isdigit() and int(size) < 3:
+        report.add(
+            "cluster",
+            "warn",
+            detail,
+            "a cluster of fewer than 3 nodes loses quorum when one node fails",
+        )
+    else:
+        report.add("cluster", "ok", detail)
+    report.add(
+        "stall",
+        "ok",
+        f"a crashed node stalls every commit for about {suspect:g} s ({_SUSPECT}) until the "
+        "others declare it gone: keep-alive leases whose ttl is not well above that (ttl "
+        f"under {3 * suspect:g} s, renewed every ttl/3) may be lost, and calls may fail "
+        "with LockTimeoutError meanwhile; liveness='session' is refused (GET_LOCK is local "
+        "to one node)",
+    )
+
+
+def _suspect_seconds(provider_options: str) -> float:
+    """``evs.suspect_timeout`` of Galera's provider options, in seconds (5 by default)."""
+    import re
+
+    found = re.search(r"evs\.suspect_timeout\s*=\s*PT([0-9.]+)S", provider_options)
+    return float(found.group(1)) if found else 5.0

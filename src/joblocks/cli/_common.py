@@ -126,21 +126,40 @@ def open_model(
         require_sqlite_file(url)
     table, schema = table_options(args)
     return JobLockModel(
-        url, table_name=table, schema=schema, create_table=create_table, timeout=timeout_ms
+        url,
+        table_name=table,
+        schema=schema,
+        create_table=create_table,
+        runs_table_name=getattr(args, "runs_table", None),
+        timeout=timeout_ms,
     )
 
 
 def operator() -> str:
-    """``user@host`` of whoever runs this command, for logs and holders."""
-    import getpass
+    """``user@host`` of whoever runs this command, for logs and holders: the user name
+    of the effective uid (not ``USER``/``LOGNAME``, which anyone can set)."""
     import socket
 
-    try:
-        user = getpass.getuser()
-    except Exception:  # no name for this uid (e.g. a container's random uid)
-        user = f"uid{os.getuid()}" if hasattr(os, "getuid") else "unknown"
+    user = _effective_user()
     host = socket.gethostname() or "localhost"
     return f"{user}@{host}"
+
+
+def _effective_user() -> str:
+    if not hasattr(os, "geteuid"):  # Windows: no uids, only the login name
+        import getpass
+
+        try:
+            return getpass.getuser()
+        except Exception:
+            return "unknown"
+    import pwd
+
+    uid = os.geteuid()
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:  # no name for this uid (e.g. a container's random uid)
+        return f"uid{uid}"
 
 
 # -- parsing ----------------------------------------------------------------------------
@@ -220,6 +239,13 @@ def key_type(text: str) -> str:
     from .._validate import lock_key
 
     return lock_key(text, "the key")
+
+
+def row_key_type(text: str) -> str:
+    """A key, or a counted lease's place (``export␟2``): for ``peek`` and ``release``."""
+    from .._validate import row_key
+
+    return row_key(text, "the key")
 
 
 def holder_type(text: str) -> str:

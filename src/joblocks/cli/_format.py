@@ -255,6 +255,8 @@ def out(text: str) -> None:
 
 
 def err(text: str) -> None:
-    """Print a line on stderr, prefixed with ``joblocks:``."""
-    sys.stderr.write(f"joblocks: {text}\n")
+    """Print a line on stderr, prefixed with ``joblocks:``, passwords masked."""
+    from .._secrets import mask_text
+
+    sys.stderr.write(f"joblocks: {mask_text(text)}\n")
     sys.stderr.flush()

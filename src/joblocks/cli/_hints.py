@@ -36,8 +36,15 @@ POOLER_FIX = (
     "cursors) cannot work through it. See docs/howto/poolers.md"
 )
 
-AUTH_HINT = "the server refused the user or password: check them in the URL"
+AUTH_HINT = (
+    "the server refused the user or password (or the role does not exist): check them in the URL"
+)
 NO_DATABASE_HINT = "the database does not exist: create it, or fix the database name in the URL"
+NOT_SQLITE_HINT = (
+    "the file is not a SQLite database (another program's file, encrypted or damaged): "
+    "point --url at the lock file, or move that file away"
+)
+SQLITE_HINT = "check the SQLite file of the URL: its directory exists and it can be written"
 
 # The kind of failure (joblocks._errors decides it, from the SQLSTATE or error number)
 # chooses the hint; a few connection failures have one of their own.
@@ -51,19 +58,35 @@ _CODE_HINTS: dict[str | int, str] = {
     1040: "the server has no connection slots left (max_connections)",
     "57P03": "the server is starting up, shutting down or in recovery: try again shortly",
     1045: AUTH_HINT,  # ER_ACCESS_DENIED_ERROR
+    "SQLITE_NOTADB": NOT_SQLITE_HINT,
 }
+
+
+def code_hint(exc: LockBackendError) -> str | None:
+    """The advice its SQLSTATE, error number or SQLite result name gives, if any."""
+    code = exc.code
+    if code is not None and code in _CODE_HINTS:
+        return _CODE_HINTS[code]
+    if isinstance(code, str) and code.startswith("28"):  # invalid authorization
+        return AUTH_HINT
+    return None
 
 
 def backend_hint(exc: LockBackendError) -> str:
     """Advice to add to a database error, by its kind, or an empty string."""
     from .._errors import LockConnectionError, LockDriverMissing, LockTableMissing
 
+    by_code = code_hint(exc)
+    if by_code is not None:
+        return f" ({by_code})"
     if isinstance(exc, LockTableMissing):
         return (
             " (is the lock table created? run `joblocks init` with the same --url/--table/--schema)"
         )
     if isinstance(exc, LockConnectionError) and exc.database.startswith("sqlite"):
         return " (does the SQLite file's directory exist, and is it writable?)"
+    if isinstance(exc, LockConnectionError):
+        return f" ({CONNECT_HINT})"
     if isinstance(exc, LockDriverMissing):
         module = (exc.module or "").lower()
         if module.startswith("psycopg"):
@@ -86,10 +109,9 @@ def failure_hint(exc: BaseException, default: str = CONNECT_HINT) -> str:
     if not isinstance(exc, LockBackendError):
         return default
     code = exc.code
-    if code is not None and code in _CODE_HINTS:
-        return _CODE_HINTS[code]
-    if isinstance(code, str) and code.startswith("28"):  # invalid authorization
-        return AUTH_HINT
+    by_code = code_hint(exc)
+    if by_code is not None:
+        return by_code
     server = not exc.database.startswith("sqlite")
     if server and isinstance(exc, LockReadOnlyError):
         return READ_ONLY_HINT
@@ -100,4 +122,6 @@ def failure_hint(exc: BaseException, default: str = CONNECT_HINT) -> str:
         return TIMEOUT_HINT if code is not None else CONNECT_HINT
     if server and isinstance(exc, LockConnectionError):
         return CONNECT_HINT
+    if not server and default == CONNECT_HINT:
+        default = SQLITE_HINT  # there is no server to check
     return backend_hint(exc).strip(" ()") or default

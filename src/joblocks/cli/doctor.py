@@ -2,7 +2,8 @@
 
 Checks, in order (a failed check skips those that depend on it): the URL, the
 connection and the server's version, the round trip, on PostgreSQL a connection
-pooler in between and a default isolation other than read committed, the clock
+pooler in between and a default isolation other than read committed, replication (a
+PostgreSQL primary's standbys; a MariaDB Galera cluster and its commit stall), the clock
 difference between this machine and the database, the table's columns, the fencing
 counter, and a probe lock taken and released twice (tokens must grow). Only problems
 count for the exit code; warnings (a slow round trip, a skewed clock, a
@@ -159,6 +160,7 @@ def _examine(args: argparse.Namespace, report: Report) -> None:
         if _checks.connect(model, report):
             _checks.pooler(model, report)
             _checks.isolation(model, report)
+            _checks.replication(model, report)
             _checks.clock(model, report)
             if _checks.table(model, report):
                 _checks.probe(model, report)

@@ -2,12 +2,14 @@
 
 Both read the ``job_runs`` table that ``record=True`` (``joblocks run --record``) fills;
 neither creates it. ``status`` exits 1 when a key is overdue (its schedule had a
-complete slot with no run), so it can serve as a health check.
+complete slot with no run), its last run failed, or its last run was abandoned (its
+process died), so it can serve as a health check.
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -15,6 +17,8 @@ from ._common import (
     DOCS_JSON_SECTION,
     EXIT_NO,
     EXIT_OK,
+    EXIT_USAGE,
+    CliError,
     add_command,
     checked,
     duration,
@@ -49,7 +53,7 @@ def run_json(run: Run) -> dict[str, Any]:
     """The documented JSON object of one run (docs/cli.md, ``history --json``)."""
     return {
         "key": run.key,
-        "outcome": run.outcome or "running",
+        "outcome": run.state,
         "started_at": iso(run.started_at),
         "ended_at": None if run.ended_at is None else iso(run.ended_at),
         "duration_ms": None if run.duration is None else int(run.duration.total_seconds() * 1000),
@@ -73,7 +77,7 @@ def _history_row(run: Run) -> list[str]:
     return [
         human_time(run.started_at),
         printable(run.key),
-        run.outcome or "running",
+        run.state,
         took,
         printable(run.host),
         str(run.pid),
@@ -107,8 +111,17 @@ def cmd_history(args: argparse.Namespace) -> int:
     if args.html is not None:
         from .._html import generated_title, render
 
-        Path(args.html).write_text(render(found, now, generated_title(now)), encoding="utf-8")
-        out(f"wrote {len(found)} runs to {args.html}")
+        page = render(found, now, generated_title(now))
+        if args.html == "-":
+            sys.stdout.write(page)
+            sys.stdout.flush()
+        else:
+            try:
+                Path(args.html).write_text(page, encoding="utf-8")
+            except OSError as exc:
+                reason = exc.strerror or type(exc).__name__
+                raise CliError(f"--html: cannot write {args.html}: {reason}", EXIT_USAGE) from exc
+            out(f"wrote {len(found)} runs to {args.html}")
     elif args.json:
         out(dump_json([run_json(run) for run in found]))
     elif found:
@@ -121,14 +134,6 @@ def cmd_history(args: argparse.Namespace) -> int:
 STATUS_COLUMNS = ("KEY", "LAST RUN", "AGO", "OUTCOME", "HOLDER", "HOST", "SCHEDULE", "STATE")
 
 
-def _state(status: KeyStatus) -> str:
-    if status.overdue:
-        return "OVERDUE"
-    if status.run.outcome is None:
-        return "running"
-    return status.note or "ok"
-
-
 def status_json(status: KeyStatus) -> dict[str, Any]:
     """The documented JSON object of one key (docs/cli.md, ``status --json``)."""
     from .._records import from_ms
@@ -138,7 +143,7 @@ def status_json(status: KeyStatus) -> dict[str, Any]:
         "key": run.key,
         "last_run": run_json(run),
         "ago_ms": status.ago_ms,
-        "outcome": run.outcome or "running",
+        "outcome": run.state,
         "holder": run.holder,
         "host": run.host,
         "schedule": run.schedule,
@@ -147,11 +152,14 @@ def status_json(status: KeyStatus) -> dict[str, Any]:
         "missed_slot": None
         if status.missed_slot_ms is None
         else iso(from_ms(status.missed_slot_ms)),
+        "failed": status.failed,
+        "state": status.state,
     }
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    """``joblocks status``: per key its last run; exit 1 when a key is overdue."""
+    """``joblocks status``: per key its last run; exit 1 when a key is overdue, or its
+    last run failed or was abandoned."""
     from .._ledger import latest_runs
     from .._overdue import key_status
 
@@ -174,18 +182,18 @@ def cmd_status(args: argparse.Namespace) -> int:
                 printable(s.run.key),
                 human_time(s.run.started_at),
                 format_duration(s.ago_ms) + " ago",
-                s.run.outcome or "running",
+                s.run.state,
                 printable(s.run.holder),
                 printable(s.run.host),
                 printable(s.run.schedule or "-"),
-                _state(s),
+                s.state,
             ]
             for s in statuses
         ]
         out(table(STATUS_COLUMNS, rows))
     else:
         out("no runs recorded (record=True or joblocks run --record writes them)")
-    return EXIT_NO if any(s.overdue for s in statuses) else EXIT_OK
+    return EXIT_OK if all(s.healthy for s in statuses) else EXIT_NO
 
 
 def _limit(text: str) -> int:
@@ -226,7 +234,8 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
     shown.add_argument(
         "--html",
         metavar="FILE",
-        help="write a self-contained timeline page: a lane per host, a bar per run",
+        help="write a self-contained timeline page to FILE (- for stdout): a lane per host, "
+        "a bar per run",
     )
     shown.add_argument(
         "--prune",
@@ -240,7 +249,7 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
         common,
         "status",
         cmd_status,
-        "per key the last recorded run; exit 1 when a scheduled key is overdue",
+        "per key the last recorded run; exit 1 when a key is overdue, failed or abandoned",
     )
     status.add_argument(
         "--json",

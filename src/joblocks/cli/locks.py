@@ -16,10 +16,10 @@ from ._common import (
     checked,
     duration,
     holder_type,
-    key_type,
     open_model,
     operator,
     resolve_url,
+    row_key_type,
     sqlite_file,
 )
 from ._format import (
@@ -190,7 +190,7 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
     peek = add_command(
         sub, common, "peek", cmd_peek, "show one lock row, held or expired (exit 1: no row)"
     )
-    peek.add_argument("key", type=checked(key_type), metavar="KEY")
+    peek.add_argument("key", type=checked(row_key_type), metavar="KEY")
     peek.add_argument("--json", action="store_true", help="print JSON (null when no row)")
 
     release = add_command(
@@ -200,7 +200,7 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
         cmd_release,
         "release a lock: as its holder, or by force whoever holds it",
     )
-    release.add_argument("key", type=checked(key_type), metavar="KEY")
+    release.add_argument("key", type=checked(row_key_type), metavar="KEY")
     who = release.add_mutually_exclusive_group(required=True)
     who.add_argument(
         "--holder", type=checked(holder_type), help="release only if this holder holds it"

@@ -113,6 +113,9 @@ def cmd_where(args: argparse.Namespace) -> int:
 
     url, source = resolve_url(args)
     name, schema = table_options(args)
+    path = sqlite_file(url)
+    if path is not None:  # a relative path is relative to where each command runs
+        url = url.set(database=str(path.absolute()))
     shown = mask(url)
     why = describe_source(source)
     if source == "--url" and os.environ.get(ENV_URL):
@@ -133,9 +136,15 @@ def cmd_where(args: argparse.Namespace) -> int:
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
-    """``joblocks doctor`` (:func:`joblocks.cli.doctor.doctor`, imported only when run)."""
+    """``joblocks doctor [URL]`` (:func:`joblocks.cli.doctor.doctor`, imported only when
+    run); the URL may be given as the argument instead of ``--url``."""
     from .doctor import doctor
 
+    given = getattr(args, "doctor_url", None)
+    if given is not None:
+        if getattr(args, "url", given) != given:
+            raise CliError("give the database URL once: as the argument or as --url", EXIT_USAGE)
+        args.url = given
     return doctor(args)
 
 
@@ -150,6 +159,12 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
 
     doc = add_command(
         sub, common, "doctor", cmd_doctor, "check the database, table, fencing and clocks"
+    )
+    doc.add_argument(
+        "doctor_url",
+        nargs="?",
+        metavar="URL",
+        help="database URL to check (the same as --url)",
     )
     doc.add_argument("--json", action="store_true", help="print JSON")
 
