@@ -223,12 +223,12 @@ class _Run:
         with contextlib.suppress(OSError):  # already gone
             child.send_signal(signum)
 
-    def _install(self) -> dict[int, _Handler]:
-        previous: dict[int, _Handler] = {}
+    def _install(self, previous: dict[int, _Handler]) -> None:
+        """Catch the signals, noting each one's previous handler in ``previous`` as it
+        goes: a signal caught meanwhile raises ``_Interrupted`` out of here."""
         for sig in _forwarded_signals():
             with contextlib.suppress(OSError, ValueError):  # reserved by the C library
                 previous[sig] = signal.signal(sig, self._on_signal)
-        return previous
 
     @staticmethod
     def _restore(previous: dict[int, _Handler]) -> None:
@@ -239,11 +239,12 @@ class _Run:
 
     def run(self) -> int:
         args = self.args
-        previous = self._install()
+        previous: dict[int, _Handler] = {}
         model: JobLockModel | None = None
         lease: Lease | None = None
         try:
             try:
+                self._install(previous)
                 if args.jitter:
                     import random
 
