@@ -48,6 +48,33 @@ T = TypeVar("T")
 _ABANDON_GRACE_S = 1.0
 
 
+def _resumed(pending: _steps.Step, steps: Steps[T]) -> Steps[T]:
+    """``steps`` again from the step ``pending`` it yielded last."""
+    step = pending
+    while True:
+        try:
+            result = yield step
+        except BaseException as exc:
+            try:
+                step = steps.throw(exc)
+            except StopIteration as done:
+                return done.value  # type: ignore[no-any-return]
+        else:
+            try:
+                step = steps.send(result)
+            except StopIteration as done:
+                return done.value  # type: ignore[no-any-return]
+
+
+async def _finished(task: asyncio.Future[Any]) -> None:
+    """Wait until ``task`` is done, whatever cancellations arrive meanwhile."""
+    while not task.done():
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.wait((task,))
+    if not task.cancelled():
+        task.exception()  # retrieved: the caller decides what it means
+
+
 class JobLockModel(ModelCore):
     """The lock table of one database, for asyncio: every method is a coroutine.
 
@@ -99,11 +126,53 @@ class JobLockModel(ModelCore):
                         await step.work()
                 elif isinstance(step, Session):
                     result = await self._session(step)
-                else:
+                elif step.undo is None:
                     # A cancelled caller still gets these steps done (e.g. a release).
                     result = await asyncio.shield(self._drive(step.steps))
+                else:
+                    result = await self._settled(step)
             except BaseException as exc:  # thrown back in at the yield
                 error = exc
+
+    async def _settled(self, step: _steps.Shielded) -> Any:
+        """A shielded step with an ``undo``: if the caller is cancelled meanwhile, wait
+        for the steps to end (each bounded by the model's time-out), undo what they
+        returned, and only then let the cancellation go on."""
+        steps = step.steps
+        loop_sqlite = self._loop_sqlite
+        result: Any = None
+        error: BaseException | None = None
+        # Steps done in place on the loop's thread (a SQLite file, no other writer in
+        # the way) cannot be cancelled halfway: no task needed for them.
+        while True:
+            try:
+                pending = steps.send(result) if error is None else steps.throw(error)
+            except StopIteration as done:
+                return done.value
+            result = error = None
+            if (
+                loop_sqlite is None
+                or pending.__class__ is not Attempt
+                or pending.fn not in RERUN_SAFE
+            ):
+                break
+            try:
+                result = loop_sqlite.run(pending.fn, self.statements, pending.args)
+            except BaseException as exc:
+                error = exc
+                continue
+            if result is not WAIT:
+                continue
+            result = None
+            break
+        inner = asyncio.ensure_future(self._drive(_resumed(pending, steps)))
+        try:
+            return await asyncio.shield(inner)
+        except asyncio.CancelledError:
+            await _finished(inner)
+            if not inner.cancelled() and inner.exception() is None and step.undo is not None:
+                await _finished(asyncio.ensure_future(self._drive(step.undo(inner.result()))))
+            raise
 
     async def _session(self, step: Session) -> Any:
         """A connection kept for a lease's life (see ``_steps.Session``)."""

@@ -153,7 +153,8 @@ class LeaseBase(abc.ABC):
 
     @property
     def released(self) -> bool:
-        """True once :meth:`release` was called."""
+        """True once :meth:`release` was called and did not raise (a release that
+        raised, the database unreachable, can be called again)."""
         return self._released
 
     @property
@@ -317,6 +318,11 @@ class LeaseBase(abc.ABC):
         self._disarm_loss()
         return True
 
+    def _release_failed(self) -> None:
+        """A release raised: nothing is known to be let go, so it may be sent again."""
+        with self._state_lock:
+            self._released = False
+
     @abc.abstractmethod
     def _keep_alive(self) -> None:
         """Hand the lease to its face's keep-alive renewer (a thread or a task)."""
@@ -442,7 +448,9 @@ class Lease(LeaseBase):
 
         True when the row was still this grant's; False when it was no longer ours (it
         expired and was taken, deleted, or taken back as a new grant) — nothing is
-        deleted then.
+        deleted then. Raises :class:`~joblocks.LockBackendError` when the database
+        fails; the lease then still counts as not released, and calling ``release()``
+        again sends the same token-checked release.
         """
         return self._model._drive(_lifecycle.lease_release(self))
 

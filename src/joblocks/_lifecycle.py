@@ -12,6 +12,7 @@ both faces. (The shape of h11 and httpcore: the protocol knows no I/O.)
 
 from __future__ import annotations
 
+import functools
 import time
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -186,7 +187,12 @@ def take(
                 # With liveness, each place has its own session lock (``_places``).
                 grant, row = yield from _places.take(model, key, holder, opts, live)
             elif opts.schedule is None:
-                grant = yield from call(model, "acquire", _ops.acquire, key, holder, opts.ttl_ms)
+                # Shielded: a caller cancelled while the grant is on its way still
+                # gets it released (asyncio), not left to nobody until its ttl.
+                grant = yield Shielded(
+                    call(model, "acquire", _ops.acquire, key, holder, opts.ttl_ms),
+                    functools.partial(_drop_grant, model, key, holder),
+                )
             else:
                 grant, slot, skip = yield from call(
                     model, "acquire", _slots.acquire, key, holder, opts.ttl_ms, opts.schedule
@@ -216,26 +222,50 @@ def take(
                 yield from _ledger.record_skip(model, key, opts, slot)
             return None
         yield Sleep(pause if live is None else _liveness.poll(pause))
-    mine = True
-    if grant.acquired_ms is None and (times or opts.keepalive or opts.on_lost):
-        # MySQL/MariaDB report only the token: read the row's times.
-        grant, mine = _ops.fill_times(grant, (yield from call(model, "peek", _ops.peek, row)))
-    lease = model._lease_type(model, **opts.lease_state(row, grant, sent, opts.ttl_ms))
-    if opts.max_holders is not None:
-        lease._group = (key, opts.max_holders)
-    if slot is not None:
-        _slots.started(lease, slot)
-    if live is not None:
-        lease._live = live
-    waited = (sent - started) * 1000 if opts.wait_ms is not None else None
-    _events.emit("acquired", row, holder, token=grant.fence, waited_ms=waited)
-    if not mine:
-        lease._mark_lost("the row changed right after it was granted")
-    elif opts.keepalive:
-        lease._keep_alive()
-    if model.record if opts.record is None else opts.record:
-        yield from _ledger.record_start(model, lease, opts)
+    lease = None
+    try:
+        mine = True
+        if grant.acquired_ms is None and (times or opts.keepalive or opts.on_lost):
+            # MySQL/MariaDB report only the token: read the row's times.
+            grant, mine = _ops.fill_times(grant, (yield from call(model, "peek", _ops.peek, row)))
+        lease = model._lease_type(model, **opts.lease_state(row, grant, sent, opts.ttl_ms))
+        if opts.max_holders is not None:
+            lease._group = (key, opts.max_holders)
+        if slot is not None:
+            _slots.started(lease, slot)
+        if live is not None:
+            lease._live = live
+        waited = (sent - started) * 1000 if opts.wait_ms is not None else None
+        _events.emit("acquired", row, holder, token=grant.fence, waited_ms=waited)
+        if not mine:
+            lease._mark_lost("the row changed right after it was granted")
+        elif opts.keepalive:
+            lease._keep_alive()
+        if model.record if opts.record is None else opts.record:
+            yield from _ledger.record_start(model, lease, opts)
+    except BaseException as exc:
+        # Granted, but the lease never reaches the caller (cancelled, interrupted, or
+        # a failed read of the grant's times): let the grant go rather than leave it
+        # to nobody until its ttl.
+        if not isinstance(exc, GeneratorExit):
+            if lease is not None and lease._begin_release():
+                lease._stop_keeping_alive()
+            yield Shielded(_drop_grant(model, row, holder, grant))
+            if live is not None:
+                yield from _liveness.abandon(live)
+        raise
     return lease
+
+
+def _drop_grant(model: ModelCore, row: str, holder: str, grant: _ops.Grant | None) -> Steps[None]:
+    """Release a grant no caller received (its row and token); never raises: on an
+    error the row expires at the end of its ttl."""
+    if grant is None:
+        return
+    try:
+        yield from call(model, "release", _ops.release_lease, row, holder, grant.fence, 0, 0)
+    except Exception as exc:
+        log.warning("joblocks: releasing an unclaimed grant of %r failed: %s", row, exc)
 
 
 def lease_refresh(
@@ -271,6 +301,9 @@ def lease_release(lease: LeaseBase) -> Steps[bool]:
             lease._hold_until_ms,
         )
     except LockBackendError as exc:
+        # Nothing is known to be let go: a later release() sends it again (the same
+        # holder and token check), so an outage does not block the key for the ttl.
+        lease._release_failed()
         _events.emit("error", lease.key, lease.holder, token=lease.token, error=exc)
         if lease._run_id is not None:
             yield from _ledger.record_end(lease)
@@ -378,11 +411,39 @@ def run_with_lock(
         _guard.leave(slot)
 
 
+#: A release after the work that fails (the database unreachable) is tried this many
+#: times in all, pausing :data:`RELEASE_PAUSES_S` between tries, and only while the
+#: lease has time left: at most a few seconds more than the tries' own time-outs.
+RELEASE_ATTEMPTS = 3
+RELEASE_PAUSES_S = (0.5, 1.5)
+
+
+def release_retrying(lease: LeaseBase) -> Steps[bool]:
+    """``Lease.release`` tried up to :data:`RELEASE_ATTEMPTS` times while the lease has
+    time left; the last failure is raised. Each try is the same token-checked release,
+    so a try whose commit was lost on the way back does no harm when sent again."""
+    attempt = 1
+    while True:
+        try:
+            return (yield from lease_release(lease))
+        except LockBackendError as exc:
+            left = lease.remaining().total_seconds()
+            if attempt >= RELEASE_ATTEMPTS or left <= 0:
+                raise
+            pause = min(RELEASE_PAUSES_S[min(attempt, len(RELEASE_PAUSES_S)) - 1], left)
+            log.warning(
+                "joblocks: releasing %r failed (%s); trying again in %.1f s", lease.key, exc, pause
+            )
+        yield Sleep(pause)
+        attempt += 1
+
+
 def release_quietly(lease: LeaseBase) -> Steps[None]:
-    """Release after the work, never raising (the lease expires on its own anyway);
-    shielded: a cancelled work still gets its release."""
+    """Release after the work, never raising (the lease expires on its own anyway),
+    retried briefly (:func:`release_retrying`); shielded: a cancelled work still gets
+    its release."""
     try:
-        released = yield Shielded(lease_release(lease))
+        released = yield Shielded(release_retrying(lease))
     except Exception:
         log.exception("joblocks: releasing %r failed; it expires on its own", lease.key)
         return

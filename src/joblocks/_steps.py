@@ -77,12 +77,19 @@ class Work:
 
 
 class Shielded:
-    """Drive ``steps`` to the end even if the caller is cancelled meanwhile."""
+    """Drive ``steps`` to the end even if the caller is cancelled meanwhile.
 
-    __slots__ = ("steps",)
+    ``undo``: when the caller was cancelled while ``steps`` ran, the face waits for
+    them to end and, if they returned, drives ``undo(their result)`` (shielded too)
+    before the cancellation goes on: an acquire whose grant no caller will receive
+    releases it (see ``_lifecycle.take``).
+    """
 
-    def __init__(self, steps: Steps[Any]) -> None:
+    __slots__ = ("steps", "undo")
+
+    def __init__(self, steps: Steps[Any], undo: Callable[[Any], Steps[Any]] | None = None) -> None:
         self.steps = steps
+        self.undo = undo
 
 
 class Session:

@@ -106,12 +106,17 @@ def require_sqlite_file(url: URL) -> None:
 
 
 def open_model(
-    args: argparse.Namespace, *, create_table: bool, must_exist: bool = False
+    args: argparse.Namespace,
+    *,
+    create_table: bool,
+    must_exist: bool = False,
+    timeout_ms: int | None = None,
 ) -> JobLockModel:
     """The model of the configured database and table.
 
     ``must_exist`` refuses a SQLite file that does not exist yet, instead of letting
-    SQLite create an empty one.
+    SQLite create an empty one. ``timeout_ms``: the model's per-call time-out (None:
+    its default).
     """
     from .._model import JobLockModel
 
@@ -126,6 +131,7 @@ def open_model(
         schema=schema,
         create_table=create_table,
         runs_table_name=getattr(args, "runs_table", None),
+        timeout=timeout_ms,
     )
 
 
@@ -174,7 +180,15 @@ DOCS_JSON_SECTION = "command-line page, section 'JSON output' (cli/#json-output)
 DURATION_UNITS = "ms milliseconds, s seconds, m minutes, h hours, d days"
 DURATION_HELP = "a number with a lower-case unit: 500ms, 30s, 10m, 2h, 1d, 1h30m"
 #: The options that take a duration (their values may look like options: ``-5s``).
-DURATION_OPTIONS = ("--ttl", "--wait", "--min-hold", "--expired-for")
+DURATION_OPTIONS = (
+    "--ttl",
+    "--wait",
+    "--min-hold",
+    "--expired-for",
+    "--max-hold",
+    "--jitter",
+    "--timeout",
+)
 
 
 def check_duration_text(text: str, allow_zero: bool) -> int:

@@ -34,7 +34,10 @@ def register(
         "continue: a warning only).\n\n--schedule CRON: one start per slot of the schedule "
         "(the period between two\nfire times, by the database's clock); a start whose "
         "slot was already run exits\nwith --skip-exit-code (0).\n\n"
-        "Durations (--ttl, --wait, --min-hold) are "
+        "The command's environment also has JOBLOCKS_KEY, JOBLOCKS_TOKEN (the fencing "
+        "token\nof this grant), JOBLOCKS_HOLDER and JOBLOCKS_URL (the database, password "
+        "included),\nso a shell job can fence its own writes.\n\n"
+        "Durations (--ttl, --wait, --min-hold, --max-hold, --jitter, --timeout) are "
         f"{DURATION_HELP}\n({DURATION_UNITS}).\nA bare number (--ttl 10) is refused: "
         "write 10s, 10m or 10ms.",
     )
@@ -57,7 +60,31 @@ def register(
         "--wait",
         type=duration(True),
         metavar="DURATION",
-        help="wait this long for the lock, e.g. 30s (default: give up at once)",
+        help="when the lock is held elsewhere, wait up to this long for it to be "
+        "released (or to expire), retrying with backoff, then run, late; e.g. 30s "
+        "(default: give up at once)",
+    )
+    p.add_argument(
+        "--max-hold",
+        type=duration(False),
+        metavar="DURATION",
+        help="kill-after: a command still running after this long gets SIGTERM, and "
+        "SIGKILL if it outlives a grace period (10s, or ttl/3 if shorter); the lock is "
+        "held until it has ended (default: no limit)",
+    )
+    p.add_argument(
+        "--jitter",
+        type=duration(True),
+        metavar="DURATION",
+        help="sleep a random time between 0 and this before trying for the lock, so "
+        "machines whose clocks agree do not all start at once (default: 0)",
+    )
+    p.add_argument(
+        "--timeout",
+        type=duration(False),
+        metavar="DURATION",
+        help="bound each database call (connecting, each wait for a reply, SQLite's "
+        "wait for another writer) (default: 5s)",
     )
     p.add_argument(
         "--min-hold",
@@ -111,8 +138,8 @@ def register(
         nargs="?",
         const=True,
         default=None,
-        choices=(True, "all"),
-        type=lambda word: "all" if word == "all" else word,
+        metavar="all",
+        type=record_type,
         help="write the run to the run ledger (job_runs; see joblocks history/status); "
         "--record all: also a start that found the lock held, as skipped",
     )
@@ -122,6 +149,13 @@ def register(
         metavar="N",
         help="a counted lock: run if fewer than N runs hold KEY (default: one at a time)",
     )
+
+
+def record_type(text: str) -> str:
+    """``--record``'s one optional value: ``all``."""
+    if text != "all":
+        raise argparse.ArgumentTypeError(f"{text!r}: give --record alone, or --record all")
+    return text
 
 
 def max_holders(text: str) -> int:

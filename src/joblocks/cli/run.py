@@ -1,12 +1,21 @@
 """``joblocks run``: run a command only while holding a lock.
 
-Signals: SIGINT, SIGTERM and SIGHUP that reach joblocks while the command runs are
-passed on to it, and the lock is released once it has exited. SIGINT and SIGHUP are
-not passed on when joblocks runs in the foreground of a terminal: the terminal sent
-them to the command already (it is in joblocks's process group). A signal that
+Signals: every signal whose default action would end joblocks, and that can be caught
+(SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1, SIGUSR2, SIGALRM, SIGVTALRM, SIGPROF,
+SIGXCPU, SIGXFSZ, SIGIO, SIGPWR, SIGSTKFLT and the real-time signals), is caught.
+While the command runs it is passed on to it, and the lock is released once the
+command has exited: the lock never ends before the command. SIGINT, SIGQUIT and SIGHUP
+are not passed on when joblocks runs in the foreground of a terminal: the terminal
+sent them to the command already (it is in joblocks's process group). A signal that
 arrives before the command started (while waiting for the lock) ends joblocks with
 128+N without starting it. Signals that were ignored when joblocks started stay
-ignored, for joblocks and the command (``nohup`` keeps working).
+ignored, for joblocks and the command (``nohup`` keeps working). Not caught: SIGKILL
+and SIGSTOP (they cannot be), SIGPIPE (Python ignores it), and the signals that report
+a fault of joblocks itself (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGSYS, SIGTRAP, SIGABRT).
+
+The command gets a parent-death signal (Linux): when joblocks dies without letting it
+go (SIGKILL, a crash), the kernel sends the command SIGKILL, so it never runs on
+unlocked while nothing renews its lease.
 
 Losing the lock while the command runs (a renewal refused, the database unreachable
 until the lease ran out, or the ttl elapsed without keep-alive) prints a warning; by
@@ -21,7 +30,9 @@ import contextlib
 import os
 import signal
 import subprocess
+import sys
 import threading
+import time
 from types import FrameType
 from typing import TYPE_CHECKING, Any, Callable, Union
 
@@ -32,6 +43,7 @@ from ._common import (
     EXIT_NOT_FOUND,
     open_model,
     operator,
+    resolve_url,
 )
 from ._format import err, format_duration, human_time, printable
 
@@ -61,10 +73,101 @@ def holder_id() -> str:
     return prefix + worker_id()
 
 
+#: Signals left alone: uncatchable, not ending a process by default, ignored by Python
+#: (SIGPIPE), or reporting a fault of joblocks itself (the parent-death signal then
+#: stops the command).
+_NOT_CAUGHT = (
+    "SIGKILL",
+    "SIGSTOP",
+    "SIGCHLD",
+    "SIGCONT",
+    "SIGTSTP",
+    "SIGTTIN",
+    "SIGTTOU",
+    "SIGURG",
+    "SIGWINCH",
+    "SIGPIPE",
+    "SIGSEGV",
+    "SIGBUS",
+    "SIGFPE",
+    "SIGILL",
+    "SIGSYS",
+    "SIGTRAP",
+    "SIGABRT",
+)
+#: Sent by a terminal to its whole foreground process group, the command included.
+_FROM_TERMINAL = ("SIGINT", "SIGQUIT", "SIGHUP")
+#: ``--max-hold``: SIGKILL this long after the SIGTERM at most (less for a short ttl).
+KILL_GRACE_S = 10.0
+
+
 def _forwarded_signals() -> list[int]:
-    names = ("SIGINT", "SIGTERM", "SIGHUP")
-    found = [getattr(signal, name) for name in names if hasattr(signal, name)]
-    return [int(sig) for sig in found if signal.getsignal(sig) != signal.SIG_IGN]
+    """The signals joblocks catches (and passes on to the command)."""
+    skip = {int(getattr(signal, name)) for name in _NOT_CAUGHT if hasattr(signal, name)}
+    found: list[int] = []
+    for sig in sorted(int(s) for s in signal.valid_signals()):
+        if sig in skip:
+            continue
+        try:
+            if signal.getsignal(sig) == signal.SIG_IGN:
+                continue
+        except (OSError, ValueError):
+            continue
+        found.append(sig)
+    return found
+
+
+def _from_terminal(signum: int) -> bool:
+    return any(getattr(signal, name, None) == signum for name in _FROM_TERMINAL)
+
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _parent_death_signal() -> Callable[[], None] | None:
+    """A ``preexec_fn`` that has the kernel send SIGKILL to the command when joblocks
+    dies (Linux; None elsewhere).
+
+    The setting follows the *thread* that forked: joblocks starts the command from its
+    main thread, which lives as long as joblocks. If joblocks died between the fork and
+    the setting, the command is not started.
+    """
+    if not sys.platform.startswith("linux"):
+        return None
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    import ctypes
+
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
+    prctl.restype = ctypes.c_int
+    parent = os.getpid()
+    number = int(signal.SIGKILL)
+
+    def arm() -> None:  # in the child, between fork and exec
+        prctl(_PR_SET_PDEATHSIG, number, 0, 0, 0)
+        if os.getppid() != parent:  # joblocks died before it was armed
+            os._exit(EXIT_LOST)
+
+    return arm
+
+
+def command_env(lease: Lease, url: str) -> dict[str, str]:
+    """The command's environment: joblocks's, plus the lock it runs under.
+
+    ``JOBLOCKS_URL`` carries the password of the URL, if it has one: the command runs
+    as the same user, who gave that URL, and needs it to fence its writes. joblocks
+    never prints it.
+    """
+    env = dict(os.environ)
+    env["JOBLOCKS_KEY"] = lease._group[0] if lease._group is not None else lease.key
+    env["JOBLOCKS_TOKEN"] = str(lease.token)
+    env["JOBLOCKS_HOLDER"] = lease.holder
+    env["JOBLOCKS_URL"] = url
+    return env
 
 
 def _terminal_foreground() -> bool:
@@ -115,16 +218,17 @@ class _Run:
         child = self.child
         if child is None or child.returncode is not None:
             return
-        if signum != signal.SIGTERM and _terminal_foreground():
+        if _from_terminal(signum) and _terminal_foreground():
             return  # the terminal signalled the whole foreground group, the command too
         with contextlib.suppress(OSError):  # already gone
             child.send_signal(signum)
 
-    def _install(self) -> dict[int, _Handler]:
-        previous: dict[int, _Handler] = {}
+    def _install(self, previous: dict[int, _Handler]) -> None:
+        """Catch the signals, noting each one's previous handler in ``previous`` as it
+        goes: a signal caught meanwhile raises ``_Interrupted`` out of here."""
         for sig in _forwarded_signals():
-            previous[sig] = signal.signal(sig, self._on_signal)
-        return previous
+            with contextlib.suppress(OSError, ValueError):  # reserved by the C library
+                previous[sig] = signal.signal(sig, self._on_signal)
 
     @staticmethod
     def _restore(previous: dict[int, _Handler]) -> None:
@@ -135,12 +239,18 @@ class _Run:
 
     def run(self) -> int:
         args = self.args
-        previous = self._install()
+        previous: dict[int, _Handler] = {}
         model: JobLockModel | None = None
         lease: Lease | None = None
         try:
             try:
-                model = open_model(args, create_table=True)
+                self._install(previous)
+                if args.jitter:
+                    import random
+
+                    # Not for secrets: spreading starts over time.
+                    time.sleep(random.uniform(0, args.jitter / 1000))  # noqa: S311
+                model = open_model(args, create_table=True, timeout_ms=args.timeout)
                 lease = model.try_lease(
                     self.key,
                     args.ttl,
@@ -148,6 +258,9 @@ class _Run:
                     keepalive=args.keepalive,
                     wait=args.wait,
                     min_hold=args.min_hold,
+                    # Renewals stop at --max-hold; the lease then still lasts at least
+                    # 2/3 of a ttl, more than the grace before SIGKILL (ttl/3 at most).
+                    max_hold=args.max_hold if args.keepalive else None,
                     on_lost=self._on_lost if args.keepalive else None,
                     schedule=args.schedule,
                     record=args.record,
@@ -186,6 +299,8 @@ class _Run:
                 model.dispose()
 
     def _supervise(self, lease: Lease) -> int:
+        # The URL as it was given (--url, JOBLOCKS_URL or the default file).
+        url = resolve_url(self.args)[0].render_as_string(hide_password=False)
         with self.lock:
             if self.lost_reason is not None:
                 return EXIT_LOST
@@ -193,7 +308,11 @@ class _Run:
                 err(f"interrupted by signal {self.received} before the command started")
                 return 128 + self.received
             try:
-                self.child = subprocess.Popen(self.command)  # noqa: S603 - the user's command
+                self.child = subprocess.Popen(  # noqa: S603 - the user's command
+                    self.command,
+                    env=command_env(lease, url),
+                    preexec_fn=_parent_death_signal(),
+                )
             except FileNotFoundError:
                 err(f"{printable(self.command[0])}: command not found")
                 return EXIT_NOT_FOUND
@@ -203,22 +322,56 @@ class _Run:
             self.mode = "forward"
         if self.received is not None:  # arrived while the command was being started
             self._forward(self.received)
-        timer = None
+        timers: list[threading.Timer] = []
         if not self.args.keepalive:
             left = lease.remaining().total_seconds()
             reason = f"its ttl of {format_duration(self.args.ttl)} ran out (keep-alive is off)"
-            timer = threading.Timer(left, self._lost, (reason,))
+            timers.append(threading.Timer(left, self._lost, (reason,)))
+        if self.args.max_hold is not None:
+            timers.append(threading.Timer(self.args.max_hold / 1000, self._overran, (timers,)))
+        for timer in timers:
             timer.daemon = True
             timer.start()
         try:
             returncode = self.child.wait()
         finally:
             self.mode = "record"
-            if timer is not None:
-                timer.cancel()
+            with self.lock:
+                for timer in timers:
+                    timer.cancel()
         if self.lost_reason is not None and self.args.on_lost == "terminate":
             return EXIT_LOST
         return 128 - returncode if returncode < 0 else returncode
+
+    # -- --max-hold -----------------------------------------------------------------------
+
+    def _overran(self, timers: list[threading.Timer]) -> None:
+        """``--max-hold`` reached: SIGTERM now, SIGKILL after the grace period."""
+        grace = min(KILL_GRACE_S, self.args.ttl / 3000)
+        with self.lock:
+            child = self.child
+            if child is None or child.returncode is not None:
+                return
+            err(
+                f"the command (pid {child.pid}) ran longer than --max-hold "
+                f"{format_duration(self.args.max_hold)}: it gets SIGTERM, and SIGKILL "
+                f"{format_duration(grace * 1000)} later if it still runs"
+            )
+            with contextlib.suppress(OSError):
+                child.send_signal(signal.SIGTERM)
+            kill = threading.Timer(grace, self._kill)
+            kill.daemon = True
+            timers.append(kill)
+            kill.start()
+
+    def _kill(self) -> None:
+        with self.lock:
+            child = self.child
+            if child is None or child.returncode is not None:
+                return
+            err(f"the command (pid {child.pid}) outlived its grace period: SIGKILL")
+            with contextlib.suppress(OSError):
+                child.kill()
 
     # -- losing the lock ----------------------------------------------------------------
 
@@ -276,13 +429,15 @@ class _Run:
 
     def _release(self, lease: Lease) -> None:
         from .._errors import LockError
+        from .._lifecycle import RELEASE_ATTEMPTS, release_retrying
 
         try:
-            released = lease.release()
+            # A failed release is sent again a few times, a few seconds at most.
+            released = lease._model._drive(release_retrying(lease))
         except LockError as exc:
             err(
-                f"could not release the lock {self.shown}: {exc} (it expires by itself within "
-                f"{format_duration(self.args.ttl)})"
+                f"could not release the lock {self.shown} ({RELEASE_ATTEMPTS} tries): {exc} "
+                f"(it expires by itself within {format_duration(self.args.ttl)})"
             )
             return
         if not released and self.lost_reason is None:
