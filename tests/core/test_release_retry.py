@@ -1,8 +1,9 @@
 """A release that failed (the database unreachable) can be sent again, and
 ``run_with_lock`` sends it again by itself, briefly, before giving up.
 
-The failures are real: the PostgreSQL or MariaDB server of the test set-up is killed
-and started again on the same port and data directory, and a SQLite file is locked by
+The failures are real: a PostgreSQL or MariaDB server of this module's own (the shared
+ones serve other tests meanwhile) is killed and started again on the same port and data
+directory, and a SQLite file is locked by
 another connection's exclusive transaction (the release waits out the model's busy
 time-out, then fails). Both faces.
 """
@@ -20,6 +21,7 @@ import pytest
 import joblocks
 from joblocks import _lifecycle
 
+from ..support.matrix import own_server
 from ..support.servers import Server
 
 pytestmark = pytest.mark.server
@@ -35,7 +37,7 @@ class Outage:
         if backend == "sqlite":
             self.url = f"sqlite:///{tmp_path / 'locks.db'}"
         else:
-            fixture = "pg_server" if backend == "postgresql" else "mariadb_server"
+            fixture = "own_pg_server" if backend == "postgresql" else "own_mariadb_server"
             self.server = request.getfixturevalue(fixture)
             self.url = self.server.url
         self.down = False
@@ -59,6 +61,18 @@ class Outage:
             self.blocker.execute("ROLLBACK")
             self.blocker.close()
             self.blocker = None
+
+
+@pytest.fixture(scope="module")
+def own_pg_server() -> Iterator[Server]:
+    with own_server("postgresql") as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def own_mariadb_server() -> Iterator[Server]:
+    with own_server("mariadb") as server:
+        yield server
 
 
 @pytest.fixture(params=("sqlite", "postgresql", "mariadb"))
