@@ -119,6 +119,7 @@ class Lease(LeaseBase):
         with self._state_lock:
             self._arm_loss()
         task_renewer().add(self)
+        self._model._keep_connection()
 
     def _loss_due(self) -> None:
         # On the watchdog's thread: the loss is reported on the lease's event loop

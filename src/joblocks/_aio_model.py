@@ -39,6 +39,8 @@ from ._sqla import greenlet_spawn, hands_off_per_statement
 from ._steps import Attempt, FirstUse, Session, Sleep, Steps, Work
 
 if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncConnection
+
     from ._aio_lease import Lease
 
 T = TypeVar("T")
@@ -111,6 +113,9 @@ class JobLockModel(ModelCore):
                         result = loop_sqlite.run(fn, st, step.args) if fn in RERUN_SAFE else WAIT
                         if result is WAIT:
                             result = await loop_sqlite.run_waiting(fn, st, step.args)
+                        continue
+                    if step.keeper:
+                        result = await self._on_keeper(step)
                         continue
                     work = greenlet_spawn(self._in_greenlet, step)
                     timeout = self._io_timeout
@@ -220,6 +225,12 @@ class JobLockModel(ModelCore):
         self._bound_s = None if single_file or not self.owns_engine else self.timeout_ms / 1000
         self._one_hand_off = hands_off_per_statement(self.engine.sync_engine.dialect)
         self._loop_sqlite: LoopSQLite | None = None
+        # The connection kept for the renewals of this model's keep-alive leases, on
+        # the loop of ``_keeper_loop`` (see ``_on_keeper``).
+        self._keeper: AsyncConnection | None = None
+        self._keeper_lock: asyncio.Lock | None = None
+        self._keeper_loop: weakref.ref[asyncio.AbstractEventLoop] | None = None
+        self._keeper_task: asyncio.Task[None] | None = None
         url = self._url
         if url is not None and self.statements.profile.single_file and loop_usable(url):
             self._loop_sqlite = LoopSQLite(url, self.timeout_ms)
@@ -228,46 +239,142 @@ class JobLockModel(ModelCore):
     def _in_greenlet(self, step: Attempt) -> Any:
         # Check-out, statements and check-in in one greenlet: ``async with
         # engine.connect()`` + ``run_sync`` takes three.
-        fn = step.fn
-        args = step.args
-        one_key = fn in _ops.IN_PLACE
+        one_key = step.fn in _ops.IN_PLACE
         engine = self.engine.sync_engine
         # An engine joblocks made is in autocommit mode by its dialect: its one-key
         # operations need no ``Connection`` around the pooled connection.
         conn = Checkout(engine) if one_key and self.owns_engine else engine.connect()
         try:
-            bound_s = self._bound_s
-            until = step.until
-            if bound_s is None and until is None:
-                if one_key and self._one_hand_off:
-                    # aiosqlite: no hand-off to its thread unless another writer is in
-                    # the way.
-                    return _ops.in_place(conn, self.statements, fn, args)
-                return fn(conn, self.statements, *args)
-            started = time.monotonic()
-            at = started + bound_s if bound_s is not None else until
-            if until is not None and until < at:  # type: ignore[operator]
-                at = until
-            assert at is not None  # noqa: S101 - one of the two is set
-            bound = Bound(at, conn.connection.dbapi_connection)
-            try:
-                if one_key and self._one_hand_off:
-                    result = _ops.in_place(conn, self.statements, fn, args)
-                else:
-                    result = fn(conn, self.statements, *args)
-            except BaseException as exc:
-                if bound.end():
-                    with contextlib.suppress(Exception):
-                        conn.invalidate()
-                    raise NoReply((at - started) * 1000) from exc
-                raise
+            return self._send(conn, step, one_key)
+        finally:
+            conn.close()
+
+    def _send(self, conn: Any, step: Attempt, one_key: bool) -> Any:
+        """``step.fn`` on ``conn`` (in a greenlet), abandoned (``NoReply``) when it does
+        not end in time: within ``timeout``, and by ``step.until``."""
+        fn = step.fn
+        args = step.args
+        bound_s = self._bound_s
+        until = step.until
+        if bound_s is None and until is None:
+            if one_key and self._one_hand_off:
+                # aiosqlite: no hand-off to its thread unless another writer is in
+                # the way.
+                return _ops.in_place(conn, self.statements, fn, args)
+            return fn(conn, self.statements, *args)
+        started = time.monotonic()
+        at = started + bound_s if bound_s is not None else until
+        if until is not None and until < at:  # type: ignore[operator]
+            at = until
+        assert at is not None  # noqa: S101 - one of the two is set
+        bound = Bound(at, conn.connection.dbapi_connection)
+        try:
+            if one_key and self._one_hand_off:
+                result = _ops.in_place(conn, self.statements, fn, args)
+            else:
+                result = fn(conn, self.statements, *args)
+        except BaseException as exc:
             if bound.end():
                 with contextlib.suppress(Exception):
                     conn.invalidate()
-                raise NoReply((at - started) * 1000)
-            return result
-        finally:
-            conn.close()
+                raise NoReply((at - started) * 1000) from exc
+            raise
+        if bound.end():
+            with contextlib.suppress(Exception):
+                conn.invalidate()
+            raise NoReply((at - started) * 1000)
+        return result
+
+    # -- the keep-alive connection -------------------------------------------------
+
+    def _keeper_guard(self) -> asyncio.Lock:
+        """The lock of the kept connection, for the running loop (a kept connection
+        belongs to the loop it was taken on)."""
+        loop = asyncio.get_running_loop()
+        if self._keeper_loop is None or self._keeper_loop() is not loop:
+            self._keeper_loop = weakref.ref(loop)
+            self._keeper_lock = asyncio.Lock()
+            self._keeper = None
+        assert self._keeper_lock is not None  # noqa: S101 - set with the loop
+        return self._keeper_lock
+
+    def _keep_connection(self) -> None:
+        """A keep-alive lease was granted: take the connection its renewals run on
+        now, while the one that granted it is idle in the pool (best effort: without
+        it, the first renewal takes one)."""
+        if self._loop_sqlite is not None or self._keeper_task is not None:
+            return
+        task = asyncio.get_running_loop().create_task(self._take_keeper_now())
+        self._keeper_task = task
+
+        def done(_task: asyncio.Task[None]) -> None:
+            if self._keeper_task is task:
+                self._keeper_task = None
+            if not _task.cancelled():
+                _task.exception()
+
+        task.add_done_callback(done)
+
+    async def _take_keeper_now(self) -> None:
+        from ._keepalive import task_renewer
+
+        async with self._keeper_guard():
+            if self._keeper is not None and not self._keeper.invalidated:
+                return
+            with contextlib.suppress(Exception):
+                self._keeper = await self._open_keeper(None)
+            if self._keeper is not None and not task_renewer().keeps(self):
+                # The lease ended meanwhile and its renewer let go of the model.
+                conn, self._keeper = self._keeper, None
+                await asyncio.shield(_close_kept(conn))
+
+    async def _open_keeper(self, until: float | None) -> AsyncConnection:
+        """A connection of the engine, waited for no longer than ``timeout`` nor past
+        ``until`` (monotonic seconds)."""
+        left = self.timeout_ms / 1000
+        if until is not None:
+            left = max(0.001, min(left, until - time.monotonic()))
+        conn: AsyncConnection = self.engine.connect()
+        try:
+            await asyncio.wait_for(conn.start(), left)
+        except BaseException:
+            await asyncio.shield(_close_kept(conn))
+            raise
+        return conn
+
+    async def _on_keeper(self, step: Attempt) -> Any:
+        """``step`` (a keep-alive renewal) on the connection the model keeps for the
+        renewals of its keep-alive leases: the process's other calls never take it. An
+        abandoned connection is discarded; the next renewal takes a fresh one."""
+        async with self._keeper_guard():
+            conn = self._keeper
+            if conn is None or conn.invalidated or conn.closed:
+                self._keeper = None
+                if conn is not None:
+                    await asyncio.shield(_close_kept(conn))
+                conn = self._keeper = await self._open_keeper(step.until)
+            work = greenlet_spawn(self._send, conn.sync_connection, step, False)
+            timeout = self._io_timeout
+            try:
+                return await (asyncio.wait_for(work, timeout) if timeout else work)
+            except BaseException as exc:
+                if isinstance(exc, asyncio.CancelledError) or conn.invalidated or conn.closed:
+                    # Cut off mid-call or abandoned: never used again.
+                    if self._keeper is conn:
+                        self._keeper = None
+                    await asyncio.shield(_close_kept(conn, discard=True))
+                raise
+
+    async def _let_keeper_go(self) -> None:
+        """The model has no keep-alive lease left (or is disposed, or its loop ends):
+        its kept connection goes back to the pool."""
+        loop = self._keeper_loop() if self._keeper_loop is not None else None
+        if self._keeper is None or loop is not asyncio.get_running_loop():
+            return
+        async with self._keeper_guard():
+            conn, self._keeper = self._keeper, None
+            if conn is not None:
+                await asyncio.shield(_close_kept(conn))
 
     @property
     def _io_timeout(self) -> float | None:
@@ -290,6 +397,7 @@ class JobLockModel(ModelCore):
 
     async def dispose(self) -> None:
         """Close this model's connections (and its engine, if joblocks made it)."""
+        await self._let_keeper_go()
         if self._loop_sqlite is not None:
             self._loop_sqlite.close()
         if self.owns_engine:
@@ -445,3 +553,12 @@ class JobLockModel(ModelCore):
         """Delete ledger rows of runs started more than ``older_than`` (ms or timedelta)
         ago, in batches; see :meth:`joblocks.JobLockModel.prune_runs`."""
         return await self._drive(_ledger.prune_runs(self, older_than, batch_size))
+
+
+async def _close_kept(conn: AsyncConnection, *, discard: bool = False) -> None:
+    """Give ``conn`` back to its pool (``discard``: invalidated first, never reused)."""
+    if discard:
+        with contextlib.suppress(Exception):
+            await conn.invalidate()
+    with contextlib.suppress(Exception):
+        await conn.close()

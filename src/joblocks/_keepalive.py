@@ -12,9 +12,10 @@ A renewer does the renewals; it is not what tells a lease it ran out. Each keep-
 lease has an alarm of the process's watchdog (``_deadline``) at its deadline less a
 margin, re-armed by each renewal that lands: the loss is reported then even while a
 renewal hangs on a connection that stopped forwarding, and that renewal, bounded by the
-same deadline, is abandoned. The sync renewer's renewals run on a connection each model
-keeps while it has keep-alive leases (``JobLockModel._on_keeper``), which the process's
-other calls never take.
+same deadline, is abandoned. The renewals of both renewers run on a connection each model
+keeps while it has keep-alive leases (``JobLockModel._on_keeper`` of either face), which
+the process's other calls never take; it goes back to the pool when the model's last
+keep-alive lease ends (and, on asyncio, when the renewer's task ends with its loop).
 """
 
 from __future__ import annotations
@@ -52,6 +53,16 @@ def renewal_retry_s(failures: int, remaining_s: float) -> float:
     """
     jitter = random.random()  # noqa: S311 - jitter, not crypto
     return max(RETRY_MIN_S, delay_ms(failures, remaining_s * 500.0, jitter) / 1000.0)
+
+
+def _idle_keepers(keeping: Any, leases: list[Any], drop: list[Any]) -> list[Any]:
+    """The models of ``keeping`` that have no keep-alive lease left (taken out of it)."""
+    dropped = {id(lease) for lease in drop}
+    busy = {id(lease._model) for lease in leases if id(lease) not in dropped}
+    idle = [model for model in keeping if id(model) not in busy]
+    for model in idle:
+        keeping.discard(model)
+    return idle
 
 
 def _alive(refs: Any) -> list[Any]:
@@ -185,12 +196,7 @@ class ThreadRenewer:
 
     def _idle_keepers(self, leases: list[Any], drop: list[Any]) -> list[Any]:
         """The models that keep a connection but have no keep-alive lease left."""
-        dropped = {id(lease) for lease in drop}
-        busy = {id(lease._model) for lease in leases if id(lease) not in dropped}
-        idle = [model for model in self._keeping if id(model) not in busy]
-        for model in idle:
-            self._keeping.discard(model)
-        return idle
+        return _idle_keepers(self._keeping, leases, drop)
 
     def _after_fork(self) -> None:
         # The thread does not exist in the child; the parent's leases are not ours.
@@ -211,9 +217,12 @@ class TaskRenewer:
         self._leases = _Registry()
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        # The models keeping a connection for their keep-alive leases' renewals.
+        self._keeping: weakref.WeakSet[Any] = weakref.WeakSet()
 
     def add(self, lease: Any) -> None:
         self._leases.add(lease)
+        self._keeping.add(lease._model)
         lease.keepalive = True
         if self._task is None or self._task.done():
             self._task = asyncio.get_running_loop().create_task(
@@ -234,7 +243,22 @@ class TaskRenewer:
         """How many leases are being kept alive."""
         return len(self._leases)
 
+    def keeps(self, model: Any) -> bool:
+        """Whether ``model`` has keep-alive leases here (and so keeps a connection)."""
+        return model in self._keeping
+
     async def _run(self) -> None:
+        try:
+            await self._serve()
+        finally:
+            # No leases left, or the loop ends (its tasks cancelled): every kept
+            # connection goes back, none is left unclosed.
+            models = list(self._keeping)
+            self._keeping = weakref.WeakSet()
+            for model in models:
+                await model._let_keeper_go()
+
+    async def _serve(self) -> None:
         while True:
             leases = _alive(self._leases.refs())
             if not leases:
@@ -242,7 +266,11 @@ class TaskRenewer:
                 return
             renew, drop, expired, wake = _due(leases, time.monotonic())
             self._leases.discard_all(drop)
+            idle = _idle_keepers(self._keeping, leases, drop)
             del leases, drop
+            for model in idle:
+                await model._let_keeper_go()
+            del idle
             for lease in expired:
                 lease._expire()
             lease = None

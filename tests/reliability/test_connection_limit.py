@@ -1,10 +1,11 @@
 """Renewals at a server's connection limit.
 
 A PostgreSQL server of its own with few connection slots; several processes each hold
-a keep-alive lease with a short ttl while two threads of the same process call
-``peek`` in a loop, wanting more connections than the server has. Peeks may fail
-(``LockBackendError``: too many clients); the renewals must not, since each process's
-renewals run on the connection its renewer keeps while it has leases.
+a keep-alive lease with a short ttl while two threads (sync face) or four tasks
+(asyncio face) of the same process call ``peek`` in a loop, wanting more connections
+than the server has. Peeks may fail (``LockBackendError``: too many clients); the
+renewals must not, since each process's renewals run on the connection its model keeps
+while it has keep-alive leases.
 """
 
 from __future__ import annotations
@@ -67,6 +68,42 @@ if not lease.lost:
 model.dispose()
 """
 
+_AIO_WORKER = r"""
+import asyncio, json, sys, time
+import joblocks, joblocks.aio
+url, table, key = sys.argv[1:4]
+seconds, ttl = float(sys.argv[4]), int(sys.argv[5])
+async def main():
+    model = joblocks.aio.JobLockModel(url, table_name=table)
+    lost = []
+    def on_lost(held):
+        lost.append(held.lost_reason)
+    lease = await model.try_lease(key, ttl, keepalive=True, on_lost=on_lost)
+    print("ready" if lease is not None else "taken", flush=True)
+    # every process starts hammering at once
+    await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)
+    stop = time.monotonic() + seconds
+    counts = {"peeks": 0, "refused": 0}
+    async def hammer():
+        while time.monotonic() < stop:
+            try:
+                await model.peek(key)
+                counts["peeks"] += 1
+            except joblocks.LockBackendError:
+                counts["refused"] += 1
+    await asyncio.gather(*(hammer() for _ in range(4)))
+    print(json.dumps({"lost": lost, "held": not lease.lost, **counts}), flush=True)
+    if not lease.lost:
+        try:
+            await lease.release()
+        except joblocks.LockBackendError:
+            pass  # the server has no slot left: the row expires by itself
+    await model.dispose()
+asyncio.run(main())
+"""
+
+WORKERS = {"sync": _WORKER, "aio": _AIO_WORKER}
+
 
 @pytest.fixture(scope="session")
 def pg_few_slots(request: pytest.FixtureRequest) -> Server:
@@ -78,16 +115,19 @@ def pg_few_slots(request: pytest.FixtureRequest) -> Server:
     return server_or_skip(request, "postgresql-few-slots", start)
 
 
+@pytest.mark.parametrize("worker_face", ["sync", "aio"])
 def test_keepalive_renewals_are_never_starved_by_the_process_own_calls(
-    pg_few_slots: Server, table_name: str, long_run: bool, report: Reporter
+    pg_few_slots: Server, table_name: str, long_run: bool, report: Reporter, worker_face: str
 ) -> None:
-    joblocks.JobLockModel(pg_few_slots.url, table_name=table_name).create_table()
+    made = joblocks.JobLockModel(pg_few_slots.url, table_name=table_name)
+    made.create_table()
+    made.dispose()
     procs = [
         subprocess.Popen(
             [
                 sys.executable,
                 "-c",
-                _WORKER,
+                WORKERS[worker_face],
                 pg_few_slots.url,
                 table_name,
                 f"slots-{i}-{uuid.uuid4().hex[:6]}",
@@ -121,6 +161,7 @@ def test_keepalive_renewals_are_never_starved_by_the_process_own_calls(
     report(
         "connection limit, keep-alive renewals",
         "postgresql",
+        face=worker_face,
         slots=SLOTS,
         processes=PROCESSES,
         ttl_s=TTL_MS / 1000,

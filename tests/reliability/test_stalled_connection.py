@@ -37,6 +37,7 @@ import sqlalchemy as sa
 
 import joblocks
 
+from ..support.faces import eventually
 from ..support.relay import Relay
 from ..support.servers import Server
 from ._support import Reporter
@@ -369,3 +370,36 @@ def test_renewal_failures_are_logged_once_then_counted(
     assert len(first) == 1, lines
     assert 1 <= len(counted) <= 3, lines  # 25 or more failures: a count every 10
     assert len(again) == 1, lines
+
+
+def test_a_renewal_abandoned_at_the_timeout_goes_on_over_a_fresh_kept_connection(
+    database: str, server: Server, relay: Relay, face: str, make_face_model: Any, table_name: str
+) -> None:
+    """A renewal whose reply does not come is abandoned at the model's ``timeout``
+    (shorter than the ttl) and the connection the model kept for the renewals is
+    discarded; once the relay forwards again, the renewals go on over a fresh kept
+    connection and the lease is held past several ttls (both faces)."""
+    holder = make_face_model(through(server, relay), timeout=1_000)
+    key = f"rekeep-{uuid.uuid4().hex[:8]}"
+    lost: list[Any] = []
+    lease = holder.try_lease(key, TTL_MS, keepalive=True, renew_every=500, on_lost=lost.append)
+
+    def kept() -> Any:
+        return holder.model._keeper
+
+    assert eventually(lambda: kept() is not None, GUARD_S)
+    first = kept()
+    relay.stall()
+    assert eventually(lambda: kept() is not first, GUARD_S), "the stalled connection was kept"
+    relay.resume()
+    assert eventually(lambda: kept() is not None and kept() is not first, GUARD_S)
+    second = kept()
+    # Held past the ttl counted from the stall: renewals landed over the fresh connection.
+    until = time.monotonic() + TTL_MS / 1000 + 2.0
+    while time.monotonic() < until:
+        assert not lease.lost, lease.lost_reason
+        time.sleep(0.1)
+    assert not lost
+    assert kept() is second
+    lease.ensure_held()
+    assert lease.release()
