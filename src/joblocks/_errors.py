@@ -204,7 +204,7 @@ class NoReply(TimeoutError):
 
     def __init__(self, timeout_ms: float) -> None:
         super().__init__(
-            f"no reply within {timeout_ms:.0f} ms (timeout=): the call was abandoned and "
+            f"no reply within {timeout_ms:.0f} ms: the call was abandoned and "
             "its statement cancelled, so its outcome is unknown: it may have committed "
             "(a retry by the same holder is idempotent; an unretried grant expires)"
         )
