@@ -151,8 +151,9 @@ def test_soak(
         assert all(n <= 2 for s in samples for n in s["checked_out"].values()), samples
         assert end["threads"] == 1, "the keep-alive thread outlived its leases"
         assert max(s["threads"] for s in samples) <= 2  # main + one keep-alive thread
-        # + at most one idle-trim timer per model (one model per database here).
-        assert max(s["trim_threads"] for s in samples) <= len(urls)
+        # + at most one idle-trim timer per model (one model per database here), two
+        # for the moment a timer that fired arms the next one before its thread ends.
+        assert max(s["trim_threads"] for s in samples) <= 2 * len(urls)
         # Bounded while running (the idle connections kept for reuse: at most two per
         # model, up to three descriptors each on SQLite), and all closed by dispose().
         assert max(s["fds"] for s in samples) <= samples[0]["fds"] + 2 * (1 + 1 + 3)
