@@ -25,7 +25,7 @@ from ._support import Reporter
 
 pytestmark = [pytest.mark.reliability, pytest.mark.server, pytest.mark.timeout(600)]
 
-SECONDS = {False: 20.0, True: 180.0}
+SECONDS = {False: 10.0, True: 180.0}
 SAMPLE_S = {False: 1.0, True: 5.0}
 KEYS = 4
 RSS_GROWTH_MB = 8.0  # after the first quarter (imports, caches, pools warm up)
