@@ -352,6 +352,10 @@ def scheduler(
 # -- soak -----------------------------------------------------------------------------------------
 
 
+#: Threads of joblocks that the soak counts apart from the main and keep-alive threads.
+APART = ("joblocks-idle-trim", "joblocks-watchdog")
+
+
 def soak(
     urls: dict[str, str], table_name: str, keys: list[str], seconds: float, sample_s: float
 ) -> dict[str, Any]:
@@ -377,10 +381,14 @@ def soak(
             {
                 "t": round(at, 2),
                 "rss_mb": round(rss_mb(), 2),
-                # The one-shot timer that closes connections left idle after a burst
-                # (joblocks._connections) is counted apart: it ends by itself.
-                "threads": sum(t.name != "joblocks-idle-trim" for t in threading.enumerate()),
+                # Counted apart: the one-shot timer that closes connections left idle
+                # after a burst (joblocks._connections), which ends by itself, and the
+                # process's one watchdog (joblocks._deadline), which stays once started.
+                "threads": sum(t.name not in APART for t in threading.enumerate()),
                 "trim_threads": sum(t.name == "joblocks-idle-trim" for t in threading.enumerate()),
+                "watchdog_threads": sum(
+                    t.name == "joblocks-watchdog" for t in threading.enumerate()
+                ),
                 "fds": open_fds(),
                 "checked_out": {name: m.engine.pool.checkedout() for name, m in models.items()},
             }

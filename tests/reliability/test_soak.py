@@ -153,6 +153,8 @@ def test_soak(
         assert max(s["threads"] for s in samples) <= 2  # main + one keep-alive thread
         # + at most one idle-trim timer per model (one model per database here).
         assert max(s["trim_threads"] for s in samples) <= len(urls)
+        # + the process's one watchdog (a keep-alive lease's deadline).
+        assert max(s["watchdog_threads"] for s in samples) <= 1
         # Bounded while running (the idle connections kept for reuse: at most two per
         # model, up to three descriptors each on SQLite), and all closed by dispose().
         assert max(s["fds"] for s in samples) <= samples[0]["fds"] + 2 * (1 + 1 + 3)
