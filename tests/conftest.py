@@ -37,6 +37,9 @@ BENCH_MODULES = ("test_benchmark_suite.py",)
 #: Of these, the groups that run in one process (``-n 0``): they restart and cut off
 #: the servers, and time their own worker processes.
 SERIAL_GROUPS = ("races", "reliability", "bench")
+#: Their tests' places (tests/reliability, tests/core/races, tests/core/bench): a path
+#: naming one of them on the command line runs in one process too.
+SERIAL_PATHS = ("reliability", "races", "bench")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -72,11 +75,11 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
 def pytest_cmdline_main(config: pytest.Config) -> None:
     """Run the races, the reliability scenarios and the benchmark smokes in one process
     (``-n 0``) when they are asked for (``-m reliability``, a path under
-    ``tests/reliability``)."""
+    ``tests/reliability``, ``tests/core/races`` or ``tests/core/bench``)."""
     if not config.getoption("numprocesses", None):
         return
     expression = config.getoption("markexpr", "") or ""
-    named = [a for a in config.args if "reliability" in a or "test_races" in a]
+    named = [a for a in config.args if any(part in a for part in SERIAL_PATHS)]
     wanted = any(
         group in expression and f"not {group}" not in expression for group in SERIAL_GROUPS
     )

@@ -14,15 +14,15 @@ import joblocks.aio
 
 #: How long one try waits for a place (ms): far longer than any fair wait here.
 WAIT_MS = 20_000
-#: Between two jobs a process does other work (s): 16 processes then ask for about 4
-#: places' worth of holding time, more than the 3 there are.
-THINK_S = (0.03, 0.09)
 
 
-def contend(url: str, table_name: str, key: str, n: int, face: str, conn: Any) -> None:
+def contend(
+    url: str, table_name: str, key: str, n: int, face: str, think_s: tuple[float, float], conn: Any
+) -> None:
     """Say "ready" once connected, receive ``(start_at, end_at)`` (time.monotonic, one
     clock for every process on Linux); until ``end_at``: wait for a place of ``key``
-    (max_holders=n), hold it 10-30 ms, release, do other work for 30-90 ms. Send back,
+    (max_holders=n), hold it 10-30 ms, release, do other work for ``think_s`` (a range,
+    seconds). Send back,
     per grant, (asked, got, releasing) in monotonic ns, the place and the token."""
     rng = random.Random(os.getpid())
 
@@ -49,7 +49,7 @@ def contend(url: str, table_name: str, key: str, n: int, face: str, conn: Any) -
             releasing = time.monotonic_ns()
             assert lease.release()
             grants.append((asked, got, releasing, lease.place or 0, lease.token))
-            time.sleep(rng.uniform(*THINK_S))
+            time.sleep(rng.uniform(*think_s))
         model.dispose()
     else:
 
@@ -70,7 +70,7 @@ def contend(url: str, table_name: str, key: str, n: int, face: str, conn: Any) -
                 releasing = time.monotonic_ns()
                 assert await lease.release()
                 grants.append((asked, got, releasing, lease.place or 0, lease.token))
-                await asyncio.sleep(rng.uniform(*THINK_S))
+                await asyncio.sleep(rng.uniform(*think_s))
             await model.dispose()
             return missed
 

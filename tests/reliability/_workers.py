@@ -27,9 +27,6 @@ import joblocks
 from ..support.pool import BARRIER_TIMEOUT_S, shared, start_together, stopped
 from ._support import open_fds, rss_mb
 
-#: Threads of joblocks that are not the keep-alive thread (see ``sample``).
-SHARED_THREADS = ("joblocks-idle-trim", "joblocks-watchdog")
-
 
 def hello() -> int:
     start_together()
@@ -355,6 +352,10 @@ def scheduler(
 # -- soak -----------------------------------------------------------------------------------------
 
 
+#: Threads of joblocks that the soak counts apart from the main and keep-alive threads.
+APART = ("joblocks-idle-trim", "joblocks-watchdog")
+
+
 def soak(
     urls: dict[str, str], table_name: str, keys: list[str], seconds: float, sample_s: float
 ) -> dict[str, Any]:
@@ -380,12 +381,14 @@ def soak(
             {
                 "t": round(at, 2),
                 "rss_mb": round(rss_mb(), 2),
-                # The one-shot timer that closes connections left idle after a burst
-                # (joblocks._connections) is counted apart: it ends by itself; so is
-                # the watchdog that bounds every call (joblocks._deadline), one thread
-                # for the life of the process, asleep while no call is in flight.
-                "threads": sum(t.name not in SHARED_THREADS for t in threading.enumerate()),
+                # Counted apart: the one-shot timer that closes connections left idle
+                # after a burst (joblocks._connections), which ends by itself, and the
+                # process's one watchdog (joblocks._deadline), which stays once started.
+                "threads": sum(t.name not in APART for t in threading.enumerate()),
                 "trim_threads": sum(t.name == "joblocks-idle-trim" for t in threading.enumerate()),
+                "watchdog_threads": sum(
+                    t.name == "joblocks-watchdog" for t in threading.enumerate()
+                ),
                 "fds": open_fds(),
                 "checked_out": {name: m.engine.pool.checkedout() for name, m in models.items()},
             }
@@ -441,8 +444,7 @@ def soak(
     # Let the keep-alive thread see that nothing is left to renew.
     deadline = time.monotonic() + 5
     while (
-        sum(t.name not in SHARED_THREADS for t in threading.enumerate()) > 1
-        and time.monotonic() < deadline
+        sum(t.name not in APART for t in threading.enumerate()) > 1 and time.monotonic() < deadline
     ):
         time.sleep(0.05)
     sample(time.monotonic() - started)

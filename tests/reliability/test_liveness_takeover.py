@@ -29,7 +29,7 @@ from ._support import Reporter, percentile
 pytestmark = pytest.mark.reliability
 
 TTL_MS = 60_000
-KILLS = {False: 20, True: 60}
+KILLS = {False: 8, True: 60}
 WAITERS = 3
 PAUSE_TTL_MS = 3_000
 

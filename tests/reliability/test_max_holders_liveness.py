@@ -26,7 +26,7 @@ pytestmark = pytest.mark.reliability
 
 TTL_MS = 60_000
 N = 2
-KILLS = {False: 20, True: 60}
+KILLS = {False: 8, True: 60}
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""Helpers of the integration tests (tests/contrib) and the decorator's (tests/core).
+"""Helpers of the integration tests (tests/contrib) and the decorator's (tests/core/leases).
 
 Fixtures are defined in each test module: ``backend`` is parametrized by the suite's
 conftest over every database, ``lock_db`` over :data:`LOCK_DBS` (SQLite and

@@ -1,5 +1,5 @@
 """Spawned worker processes that start their calls together: the one process pool of the
-suite (the races of tests/core/test_races.py, the reliability scenarios).
+suite (the races of tests/core/races/test_races.py, the reliability scenarios).
 
 :class:`Pool` runs in the test process. Its calls run in processes made with the
 ``spawn`` start method, each making its own model from plain arguments, so nothing but
@@ -10,7 +10,7 @@ calls of a batch and the calls hit the database together. The barriers and the s
 counters (:class:`Shared`) reach the processes through the pool's initializer (process
 creation is the one way a ``multiprocessing`` barrier may be shared).
 
-Worker functions live next to their tests (``tests/core/_race_workers.py``,
+Worker functions live next to their tests (``tests/core/races/_race_workers.py``,
 ``tests/reliability/_workers.py``) and must be importable by the spawned processes.
 """
 
