@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 import pytest
+import sqlalchemy as sa
 
 import joblocks
 from joblocks import _lifecycle
@@ -25,6 +26,11 @@ from ...support.matrix import own_server
 from ...support.servers import Server
 
 pytestmark = pytest.mark.server
+
+_CONNECT_TIMEOUT: dict[str, dict[str, Any]] = {
+    "postgresql": {"connect_timeout": 2},
+    "mariadb": {"connect_timeout": 2},
+}
 
 
 class Outage:
@@ -45,6 +51,13 @@ class Outage:
     def break_(self) -> None:
         if self.server is not None:
             self.server.kill()
+            # The premise of every test here: the server no longer answers.
+            probe = sa.create_engine(self.url, connect_args=_CONNECT_TIMEOUT[self.backend])
+            try:
+                with pytest.raises(sa.exc.OperationalError):
+                    probe.connect().close()
+            finally:
+                probe.dispose()
         else:
             path = self.url.removeprefix("sqlite:///")
             self.blocker = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
