@@ -183,9 +183,15 @@ def take(
         try:
             if live is not None and opts.max_holders is None:
                 yield from live.hold()
-            if opts.max_holders is not None:  # not with schedule= (LeaseOptions)
+            if opts.max_holders is not None and live is not None:
                 # With liveness, each place has its own session lock (``_places``).
                 grant, row = yield from _places.take(model, key, holder, opts, live)
+            elif opts.max_holders is not None:  # not with schedule= (LeaseOptions)
+                # Shielded as below: the place granted is let go (its own row id).
+                grant, row = yield Shielded(
+                    _places.take(model, key, holder, opts),
+                    functools.partial(_drop_taken, model, holder),
+                )
             elif opts.schedule is None:
                 # Shielded: a caller cancelled while the grant is on its way still
                 # gets it released (asyncio), not left to nobody until its ttl.
@@ -194,8 +200,11 @@ def take(
                     functools.partial(_drop_grant, model, key, holder),
                 )
             else:
-                grant, slot, skip = yield from call(
-                    model, "acquire", _slots.acquire, key, holder, opts.ttl_ms, opts.schedule
+                # Shielded as below: a slot granted to a cancelled caller is let go, so
+                # another replica may still run it.
+                grant, slot, skip = yield Shielded(
+                    call(model, "acquire", _slots.acquire, key, holder, opts.ttl_ms, opts.schedule),
+                    functools.partial(_drop_slot, model, key, holder),
                 )
                 if skip is not None:
                     _slots.skipped(key, holder, skip)
@@ -255,6 +264,17 @@ def take(
                 yield from _liveness.abandon(live)
         raise
     return lease
+
+
+def _drop_taken(model: ModelCore, holder: str, taken: tuple[Any, str]) -> Steps[None]:
+    """:func:`_drop_grant` of a place: ``taken`` is ``(grant or None, its row id)``."""
+    grant, row = taken
+    return _drop_grant(model, row, holder, grant)
+
+
+def _drop_slot(model: ModelCore, key: str, holder: str, got: tuple[Any, Any, Any]) -> Steps[None]:
+    """:func:`_drop_grant` of a schedule slot: ``got`` is ``(grant or None, slot, skip)``."""
+    return _drop_grant(model, key, holder, got[0])
 
 
 def _drop_grant(model: ModelCore, row: str, holder: str, grant: _ops.Grant | None) -> Steps[None]:

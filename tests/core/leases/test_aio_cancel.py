@@ -125,3 +125,114 @@ def test_a_cancelled_waiting_acquire_leaves_no_grant(
     outcomes = asyncio.run(main())
     print(f"{backend}: {', '.join(f'{o} {outcomes.count(o)}' for o in sorted(set(outcomes)))}")
     assert "leaked" not in outcomes, outcomes
+
+
+class TableBlocker:
+    """Another connection holding the whole lock table against writes until :meth:`end`
+    (SQLite's write lock, PostgreSQL's ``LOCK TABLE … IN EXCLUSIVE MODE``, MariaDB's
+    ``LOCK TABLES … WRITE``): every acquire waits, whatever rows it writes."""
+
+    def __init__(self, url: str, table: sa.Table) -> None:
+        self.url = url
+        self.table = table
+        self.engine = None if url.startswith("sqlite") else sa.create_engine(url)
+        self.conn: Any = None
+
+    def hold(self) -> None:
+        if self.engine is None:
+            self.conn = sqlite3.connect(self.url.removeprefix("sqlite:///"), isolation_level=None)
+            self.conn.execute("BEGIN IMMEDIATE")
+            return
+        self.conn = self.engine.connect()
+        name = self.table.name
+        if self.engine.dialect.name == "postgresql":
+            self.conn.begin()
+            self.conn.exec_driver_sql(f'LOCK TABLE "{name}" IN EXCLUSIVE MODE')
+        else:
+            self.conn.exec_driver_sql(f"LOCK TABLES `{name}` WRITE")
+
+    def end(self) -> None:
+        if self.conn is None:
+            return
+        if self.engine is None:
+            self.conn.execute("COMMIT")
+        elif self.engine.dialect.name == "postgresql":
+            self.conn.commit()
+        else:
+            self.conn.exec_driver_sql("UNLOCK TABLES")
+        self.conn.close()
+        self.conn = None
+
+    def close(self) -> None:
+        self.end()
+        if self.engine is not None:
+            self.engine.dispose()
+
+
+async def _one_feature_try(model: Any, blocker: TableBlocker, point: int, options: dict) -> str:
+    """As :func:`_one_try`, for a counted lease or a schedule slot, on a key of its own."""
+    key = f"f-{uuid.uuid4().hex[:8]}"
+    holder = f"cancelled-{uuid.uuid4().hex[:8]}"
+    blocker.hold()
+    waiter = asyncio.ensure_future(
+        model.try_lease(key, 60_000, holder=holder, wait=30_000, **options)
+    )
+    await asyncio.sleep(0.05 + 0.01 * (point % 5))  # its acquire is in flight, blocked
+    mode = point % 3
+    if mode == 0:
+        waiter.cancel()
+        await asyncio.sleep(0)
+        blocker.end()
+    elif mode == 1:
+        blocker.end()
+        waiter.cancel()
+    else:
+        blocker.end()
+        await asyncio.sleep(0.001 * (point % 7))
+        waiter.cancel()
+    done, _ = await asyncio.wait((waiter,), timeout=30)
+    assert done, "the cancelled waiter did not end within 30 s"
+    if not waiter.cancelled():
+        lease = waiter.result()
+        assert lease is not None
+        await lease.release()  # a slot's row stays until its end: not judged
+        return "returned"
+    await asyncio.sleep(0.3)  # a statement the cancellation left running commits by now
+    rows = (await model.holders(key)) if "max_holders" in options else [await model.peek(key)]
+    if any(r is not None and r.holder == holder and not r.expired for r in rows):
+        return "leaked"
+    return "cancelled"
+
+
+@pytest.mark.parametrize("feature", ["max_holders", "schedule"])
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql", "mariadb"])
+def test_a_cancelled_counted_or_scheduled_acquire_leaves_no_grant(
+    request: pytest.FixtureRequest,
+    backend: str,
+    feature: str,
+    tmp_path: Path,
+    table_name: str,
+    long_run: bool,
+) -> None:
+    if backend == "sqlite":
+        url = f"sqlite:///{tmp_path / 'locks.db'}"
+    else:
+        url = request.getfixturevalue(
+            "pg_server" if backend == "postgresql" else "mariadb_server"
+        ).url
+    tries = LONG_TRIES if long_run else TRIES
+    options: dict = {"max_holders": 2} if feature == "max_holders" else {"schedule": "* * * * *"}
+
+    async def main() -> list[str]:
+        model = joblocks.aio.JobLockModel(url, table_name=table_name)
+        await model.peek("warm-up")  # the table exists before the blocker locks it
+        blocker = TableBlocker(url, model.table)
+        try:
+            return [await _one_feature_try(model, blocker, p, options) for p in range(tries)]
+        finally:
+            blocker.close()
+            await model.dispose()
+
+    outcomes = asyncio.run(main())
+    print(f"{backend} {feature}: {', '.join(f'{o} {outcomes.count(o)}' for o in set(outcomes))}")
+    assert "leaked" not in outcomes, outcomes
