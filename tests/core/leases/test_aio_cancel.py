@@ -63,13 +63,9 @@ class Blocker:
             self.engine.dispose()
 
 
-async def _one_try(model: Any, blocker: Blocker, key: str, point: int) -> str:
-    """One cancelled waiter; what it left: ``returned``, ``cancelled`` or ``leaked``."""
-    holder = f"cancelled-{uuid.uuid4().hex[:8]}"
-    assert await model.acquire(key, 1, "before")  # a row, expired a moment later
-    await asyncio.sleep(0.01)
-    blocker.hold(key)
-    waiter = asyncio.ensure_future(model.try_lease(key, 60_000, holder=holder, wait=30_000))
+async def _cancel_around_the_grant(waiter: asyncio.Future[Any], blocker: Any, point: int) -> None:
+    """With ``waiter``'s acquire in flight behind ``blocker``, free the way and cancel
+    the waiter at a point chosen by ``point``; wait (bounded) for the waiter to end."""
     await asyncio.sleep(0.05 + 0.01 * (point % 5))  # its acquire is in flight, blocked
     mode = point % 3
     if mode == 0:  # cancelled first, then the key frees
@@ -85,6 +81,16 @@ async def _one_try(model: Any, blocker: Blocker, key: str, point: int) -> str:
         waiter.cancel()
     done, _ = await asyncio.wait((waiter,), timeout=30)
     assert done, "the cancelled waiter did not end within 30 s"
+
+
+async def _one_try(model: Any, blocker: Blocker, key: str, point: int) -> str:
+    """One cancelled waiter; what it left: ``returned``, ``cancelled`` or ``leaked``."""
+    holder = f"cancelled-{uuid.uuid4().hex[:8]}"
+    assert await model.acquire(key, 1, "before")  # a row, expired a moment later
+    await asyncio.sleep(0.01)
+    blocker.hold(key)
+    waiter = asyncio.ensure_future(model.try_lease(key, 60_000, holder=holder, wait=30_000))
+    await _cancel_around_the_grant(waiter, blocker, point)
     outcome = "cancelled"
     if not waiter.cancelled():
         lease = waiter.result()
@@ -177,21 +183,7 @@ async def _one_feature_try(model: Any, blocker: TableBlocker, point: int, option
     waiter = asyncio.ensure_future(
         model.try_lease(key, 60_000, holder=holder, wait=30_000, **options)
     )
-    await asyncio.sleep(0.05 + 0.01 * (point % 5))  # its acquire is in flight, blocked
-    mode = point % 3
-    if mode == 0:
-        waiter.cancel()
-        await asyncio.sleep(0)
-        blocker.end()
-    elif mode == 1:
-        blocker.end()
-        waiter.cancel()
-    else:
-        blocker.end()
-        await asyncio.sleep(0.001 * (point % 7))
-        waiter.cancel()
-    done, _ = await asyncio.wait((waiter,), timeout=30)
-    assert done, "the cancelled waiter did not end within 30 s"
+    await _cancel_around_the_grant(waiter, blocker, point)
     if not waiter.cancelled():
         lease = waiter.result()
         assert lease is not None
