@@ -37,9 +37,19 @@ ALIASES = {
     "@hourly": "0 * * * *",
 }
 
-#: How many fire times a slot computation may step over before giving up (a guard:
-#: the DST corrections below step over at most one or two).
-_MAX_STEPS = 8
+#: How many wall times matching the expression a slot computation may step over on
+#: either side before giving up (a guard: it steps over one or two, more only through a
+#: repeated or skipped hour, e.g. 7,200 for an every-second job in a repeated hour).
+_MAX_STEPS = 100_000
+
+_EPOCH_NAIVE = datetime(1970, 1, 1)
+_ONE_MS = timedelta(milliseconds=1)
+_ONE_US = timedelta(microseconds=1)
+_ONE_S = timedelta(seconds=1)
+
+
+class _NoFireTime(ValueError):
+    """No fire time within cronsim's horizon (50 years) of a time."""
 
 
 def _cronsim() -> Any:
@@ -99,11 +109,12 @@ class Schedule:
     are. ``timezone`` is None for UTC (no zone given), else the IANA name.
     """
 
-    __slots__ = ("_cron", "_zone", "expression", "timezone")
+    __slots__ = ("_cron", "_fixed_time", "_zone", "expression", "timezone")
 
     expression: str
     timezone: str | None
     _cron: str
+    _fixed_time: bool
     _zone: tzinfo
 
     def __init__(self, expression: str, timezone: str | tzinfo | None = None) -> None:
@@ -158,9 +169,13 @@ class Schedule:
         set_(self, "timezone", zone_name)
         set_(self, "_cron", cron)
         set_(self, "_zone", zone_info)
+        # Debian cron's "fixed-time" jobs (minute and hour not starting with "*"; five
+        # fields, as cronsim): run once in a repeated hour, right after a skipped one.
+        minute, hour = cron.split()[:2]
+        set_(self, "_fixed_time", fields == 5 and not minute.startswith("*") and not hour.startswith("*"))
         try:
             self.slot(_to_ms(datetime.now(_UTC)))
-        except ValueError:
+        except _NoFireTime:
             raise ValueError(
                 f"{name} {expression!r} never fires (no fire time within 50 years)"
             ) from None
@@ -192,42 +207,104 @@ class Schedule:
         """The slot containing ``now_ms``: ``(start_ms, end_ms)``, epoch milliseconds
         (UTC), ``start_ms <= now_ms < end_ms``; start and end are consecutive fire times.
 
-        Every instant of a slot gives the same slot. ``ValueError`` when there is no
-        fire time within 50 years on either side (cronsim's horizon).
+        Every instant of a slot gives the same slot, and the slots tile time (each ends
+        where the next starts). ``ValueError`` naming the expression and the zone when
+        there is no fire time within 50 years on either side (cronsim's horizon), or,
+        as a guard, when more than 100,000 fire times lie around one time zone change.
         """
         if isinstance(now_ms, bool) or not isinstance(now_ms, int):
             raise TypeError(
                 f"now_ms must be an int (epoch milliseconds), not {type(now_ms).__name__}"
             )
         cronsim, _ = _cronsim()
-        now = (_EPOCH + timedelta(milliseconds=now_ms)).astimezone(self._zone)
+        wall = self._wall(now_ms)
         try:
-            forward = cronsim(self._cron, now)
-            # The next fire time after now. In the hour repeated in autumn, cronsim reads
-            # a fixed-time job by the wall clock (the first of the two readings): a fire
-            # time before now can come back, stepped over here.
+            # cronsim walks the wall clock only (naive datetimes: no time zone, so no DST
+            # arithmetic of its own); the wall times are turned into instants here.
+            # 1. Back to an anchor: a wall time that exists once and fires at or before
+            #    now. Fire times from it on come in wall-clock order but for the repeated
+            #    hour, sorted below; none before it is later than it.
+            backward = cronsim(self._cron, wall + _ONE_US, reverse=True)  # <= wall
             for _ in range(_MAX_STEPS):
-                end = next(forward)
-                end_ms = _to_ms(end)
-                if end_ms > now_ms:
+                anchor = next(backward)
+                fires, plain = self._fires(anchor)
+                if plain and fires[0] <= now_ms:
                     break
-            else:  # pragma: no cover - guard
-                raise ValueError(f"no fire time after {now.isoformat()} found")
-            backward = cronsim(self._cron, end, reverse=True)
+            else:
+                raise self._too_far(wall)
+            # 2. Forward from the anchor (included) to the first fire time after now.
+            forward = cronsim(self._cron, anchor - _ONE_S)
+            start_ms = fires[0]
+            pending: list[int] = []
             for _ in range(_MAX_STEPS):
-                start_ms = _to_ms(next(backward))
-                if start_ms <= now_ms:
-                    break
-            else:  # pragma: no cover - guard
-                raise ValueError(f"no fire time at or before {now.isoformat()} found")
+                fires, plain = self._fires(next(forward))
+                pending.extend(fires)
+                if not plain:
+                    continue  # a repeated (or skipped) wall time: its fire times wait
+                # Every later fire time comes at or after this one: the pending are due.
+                pending.sort()
+                for fire in pending:
+                    if fire > now_ms:
+                        return start_ms, fire
+                    start_ms = fire
+                pending.clear()
+            raise self._too_far(wall)
         except StopIteration:
-            raise ValueError(
-                f"schedule {self.expression!r} has no fire time within 50 years of "
-                f"{now.isoformat()}"
+            raise _NoFireTime(
+                f"schedule {self.expression!r}{self._in_zone()} has no fire time within "
+                f"50 years of {wall.isoformat()}"
             ) from None
-        return start_ms, end_ms
 
     def previous_slot(self, now_ms: int) -> tuple[int, int]:
         """The slot before the one containing ``now_ms`` (it ends where that one starts)."""
         start_ms, _ = self.slot(now_ms)
         return self.slot(start_ms - 1)
+
+    # -- wall clock and instants -----------------------------------------------------------
+
+    def _wall(self, moment_ms: int) -> datetime:
+        """The wall-clock reading of an instant in the schedule's zone (naive)."""
+        moment = _EPOCH + timedelta(milliseconds=moment_ms)
+        return moment.astimezone(self._zone).replace(tzinfo=None)
+
+    def _fires(self, wall: datetime) -> tuple[list[int], bool]:
+        """The fire times (epoch ms) of a matching wall time, and whether it is "plain":
+        it exists exactly once, or (a fixed-time job) it is skipped and fires at the
+        change. A wall time repeated by a change fires at both instants, or only at the
+        first for a fixed-time job; one skipped by a change does not fire at all, except
+        for a fixed-time job (right after the skip)."""
+        at = (wall - _EPOCH_NAIVE) // _ONE_MS
+        if self._zone is _UTC:
+            return [at], True
+        first = wall.replace(tzinfo=self._zone).utcoffset()
+        second = wall.replace(tzinfo=self._zone, fold=1).utcoffset()
+        assert first is not None and second is not None  # a ZoneInfo always has one
+        if first == second:
+            return [at - first // _ONE_MS], True
+        if first > second:  # repeated: the first reading, then the second
+            fires = [at - first // _ONE_MS]
+            if not self._fixed_time:
+                fires.append(at - second // _ONE_MS)
+            return fires, False
+        if not self._fixed_time:  # skipped
+            return [], False
+        # The change, between the instants of the wall time read by either offset.
+        before, after = at - second // _ONE_MS, at - first // _ONE_MS
+        while after - before > 1:
+            middle = (before + after) // 2
+            moment = _EPOCH + timedelta(milliseconds=middle)
+            if moment.astimezone(self._zone).utcoffset() == second:
+                after = middle
+            else:
+                before = middle
+        return [after], True
+
+    def _in_zone(self) -> str:
+        return "" if self.timezone is None else f" (time zone {self.timezone})"
+
+    def _too_far(self, wall: datetime) -> ValueError:
+        return ValueError(
+            f"schedule {self.expression!r}{self._in_zone()}: no slot found around "
+            f"{wall.isoformat()} (wall clock) within {_MAX_STEPS} fire times; is the "
+            "expression finer than the zone's clock changes?"
+        )
