@@ -176,8 +176,18 @@ def error_text(exc: BaseException) -> str:
     return mask_text(text)[:MAX_RUN_ERROR]
 
 
-def outcome_of(lease: LeaseBase) -> Outcome:
+def lost_reason(lease: LeaseBase) -> str | None:
+    """Why the run's lease was lost, or None: found lost, or (no keep-alive, or its
+    renewals failing) its ttl ran out before the release, by this process's clock."""
     if lease.lost:
+        return lease.lost_reason or "the lease was lost"
+    if time.monotonic() >= lease._lost_at:
+        return "its ttl ran out before the release"
+    return None
+
+
+def outcome_of(lease: LeaseBase) -> Outcome:
+    if lost_reason(lease) is not None:
         return "lost"
     return "error" if lease._run_error is not None else "ok"
 
@@ -356,8 +366,10 @@ def record_end(lease: LeaseBase) -> Steps[None]:
     lease._run_id = None
     error = lease._run_error
     text = None if error is None else error_text(error)
-    if text is None and lease.lost:
-        text = (lease.lost_reason or "")[:MAX_RUN_ERROR] or None
+    lost = lost_reason(lease)
+    if lost is not None and (text is None or isinstance(error, CommandFailed)):
+        # A command's exit status and why the lock was lost (its SIGTERM, often).
+        text = (lost if text is None else f"{text}; {lost}")[:MAX_RUN_ERROR]
     model = lease._model
     try:
         yield from call(

@@ -202,6 +202,8 @@ class _Run:
         self.child: subprocess.Popen[bytes] | None = None
         self.lock = threading.Lock()
         self.lost_reason: str | None = None
+        # The command's own exit status (128 + N for signal N), None until it ended.
+        self.command_status: int | None = None
 
     # -- signals ------------------------------------------------------------------------
 
@@ -285,10 +287,15 @@ class _Run:
                 return code
             try:
                 status = self._supervise(lease)
-                if status != 0:  # an "error" run in the ledger (--record)
+                # The ledger (--record) keeps the command's own status, not joblocks'
+                # 75 for a lost lock (the run is "lost" then, whatever the status).
+                own = self.command_status
+                if own is None and self.lost_reason is None:
+                    own = status  # not started: not found (127), cannot run (126), a signal
+                if own:
                     from .._ledger import CommandFailed
 
-                    lease._run_error = CommandFailed(status)
+                    lease._run_error = CommandFailed(own)
                 return status
             finally:
                 self.mode = "record"
@@ -339,9 +346,10 @@ class _Run:
             with self.lock:
                 for timer in timers:
                     timer.cancel()
+        self.command_status = 128 - returncode if returncode < 0 else returncode
         if self.lost_reason is not None and self.args.on_lost == "terminate":
             return EXIT_LOST
-        return 128 - returncode if returncode < 0 else returncode
+        return self.command_status
 
     # -- --max-hold -----------------------------------------------------------------------
 

@@ -305,3 +305,21 @@ def test_aio_lease_block_records(make_model: Callable[..., Any], key: str, face:
         ("error", "KeyError: 'missing'"),
         ("ok", None),
     ]
+
+
+def test_a_run_that_outlives_its_ttl_without_keepalive_is_lost(
+    make_model: Callable[..., Any], key: str, events: list[joblocks.Event]
+) -> None:
+    """No keep-alive: the ttl runs out while the function runs, so the run is ``lost``
+    (not ``ok``), the same as a refused renewal; its error says why."""
+    model = make_model(record=True)
+
+    def outlive() -> None:
+        time.sleep(1.5)
+
+    model.run_with_lock(key, 300, outlive, keepalive=False)
+    (run,) = model.runs(key)
+    assert run.outcome == "lost"
+    assert run.error and "ttl" in run.error
+    released = [e for e in events if e.kind == "released" and e.key == key]
+    assert [e.outcome for e in released] == ["lost"]
