@@ -10,7 +10,14 @@ parser of the Healthchecks cron monitor: pure Python, no dependencies, BSD licen
 It follows Debian's cron, DST included: in a local-time schedule (``timezone=``), a job
 at a fixed time that falls into the hour skipped in spring runs right after the skip,
 and one in the hour repeated in autumn runs once, not twice (croniter 7 runs it twice;
-docs/howto/cron-once-per-tick.md has the comparison). Five fields (minute hour
+docs/howto/cron-once-per-tick.md has the comparison). cronsim walks naive wall-clock
+times only; this module turns them into instants, because cronsim's own time-zone
+arithmetic assumes whole-hour changes (at Pacific/Chatham's 45-minute offsets its
+reverse walk never ends, at Australia/Lord_Howe's 30-minute change it skips fire
+times; cronsim 2.9). The rules, for any size of change: a fixed-time job (five fields,
+minute and hour not starting with "*") fires once at a repeated wall time (its first
+reading) and at the change itself for a skipped one; any other job fires at every
+instant whose wall clock matches. Five fields (minute hour
 day-of-month month day-of-week), or six with seconds first (cronsim >= 2.7), and the
 aliases ``@hourly``, ``@daily``/``@midnight``, ``@weekly``, ``@monthly``,
 ``@yearly``/``@annually``.
@@ -42,8 +49,9 @@ ALIASES = {
 #: repeated or skipped hour, e.g. 7,200 for an every-second job in a repeated hour).
 _MAX_STEPS = 100_000
 
-_EPOCH_NAIVE = datetime(1970, 1, 1)
+_EPOCH_NAIVE = _EPOCH.replace(tzinfo=None)
 _ONE_MS = timedelta(milliseconds=1)
+_ZERO = timedelta(0)
 _ONE_US = timedelta(microseconds=1)
 _ONE_S = timedelta(seconds=1)
 
@@ -172,7 +180,8 @@ class Schedule:
         # Debian cron's "fixed-time" jobs (minute and hour not starting with "*"; five
         # fields, as cronsim): run once in a repeated hour, right after a skipped one.
         minute, hour = cron.split()[:2]
-        set_(self, "_fixed_time", fields == 5 and not minute.startswith("*") and not hour.startswith("*"))
+        fixed = fields == 5 and not minute.startswith("*") and not hour.startswith("*")
+        set_(self, "_fixed_time", fixed)
         try:
             self.slot(_to_ms(datetime.now(_UTC)))
         except _NoFireTime:
@@ -276,9 +285,9 @@ class Schedule:
         at = (wall - _EPOCH_NAIVE) // _ONE_MS
         if self._zone is _UTC:
             return [at], True
-        first = wall.replace(tzinfo=self._zone).utcoffset()
-        second = wall.replace(tzinfo=self._zone, fold=1).utcoffset()
-        assert first is not None and second is not None  # a ZoneInfo always has one
+        # A ZoneInfo always has an offset (the "or" is for the type checker).
+        first = wall.replace(tzinfo=self._zone).utcoffset() or _ZERO
+        second = wall.replace(tzinfo=self._zone, fold=1).utcoffset() or _ZERO
         if first == second:
             return [at - first // _ONE_MS], True
         if first > second:  # repeated: the first reading, then the second

@@ -46,7 +46,8 @@ def test_on_lost_continue_is_recorded_lost(lite: Cli) -> None:
 
 def test_a_run_within_its_ttl_is_recorded_as_before(lite: Cli) -> None:
     """The control: ok and error (its exit status) while the lock is held."""
-    assert lite("run", "d", "--ttl", "30s", "--no-keepalive", "--record", "--", "true").returncode == 0
+    ok_run = lite("run", "d", "--ttl", "30s", "--no-keepalive", "--record", "--", "true")
+    assert ok_run.returncode == 0
     failed = lite("run", "e", "--ttl", "30s", "--record", "--", "sh", "-c", "exit 3")
     assert failed.returncode == 3
     (ok,) = lite.model().runs("d")

@@ -320,6 +320,7 @@ def test_a_run_that_outlives_its_ttl_without_keepalive_is_lost(
     model.run_with_lock(key, 300, outlive, keepalive=False)
     (run,) = model.runs(key)
     assert run.outcome == "lost"
-    assert run.error and "ttl" in run.error
+    assert run.error is not None
+    assert "ttl" in run.error
     released = [e for e in events if e.kind == "released" and e.key == key]
     assert [e.outcome for e in released] == ["lost"]

@@ -83,7 +83,7 @@ def _changes(zone: zoneinfo.ZoneInfo) -> tuple[tuple[int, timedelta, timedelta],
     return tuple(found)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def zone_groups() -> dict[tuple[object, ...], list[str]]:
     """Zones with a clock change in the scan years, grouped by identical changes (the
     same offset at the start, the same changes at the same instants)."""
