@@ -213,11 +213,31 @@ def utc(text: str) -> int:
 def test_slots_at_odd_changes(
     expression: str, zone: str, now: str, expected: tuple[str, str]
 ) -> None:
-    start, end = Schedule.parse(expression, zone).slot(utc(now))
+    start, end = slot_within(Schedule.parse(expression, zone), utc(now))
     got = (iso(start)[11:16], iso(end)[11:16])
     assert got == expected, (iso(start), iso(end))
     assert start <= utc(now) < end
     assert end - start <= 25 * HOUR
+
+
+def slot_within(schedule: Schedule, now: int, timeout: float = 60) -> tuple[int, int]:
+    """``schedule.slot(now)`` in a daemon thread: a hang fails the test."""
+    result: list[tuple[int, int]] = []
+    errors: list[BaseException] = []
+
+    def compute() -> None:
+        try:
+            result.append(schedule.slot(now))
+        except BaseException as exc:  # raised again in the test's thread
+            errors.append(exc)
+
+    worker = threading.Thread(target=compute, daemon=True)
+    worker.start()
+    worker.join(timeout)
+    assert not worker.is_alive(), f"{schedule!r}.slot({iso(now)}) did not end in {timeout} s"
+    if errors:
+        raise errors[0]
+    return result[0]
 
 
 HANG = """
