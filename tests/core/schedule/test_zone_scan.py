@@ -263,3 +263,15 @@ def test_a_slot_computation_ends_in_chatham() -> None:
         pytest.fail("Schedule.slot did not return within 60 s (Pacific/Chatham, 0 */2)")
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "ok"
+
+
+def test_the_step_guard_names_the_expression_and_zone(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A slot computation steps over a bounded number of wall times, then raises a
+    ``ValueError`` naming the expression and the zone (here the bound is lowered to one,
+    inside a repeated half hour, where the first wall time found is not an anchor)."""
+    schedule = Schedule.parse("*/15 * * * *", "Australia/Lord_Howe")
+    now = utc("2026-04-04T15:20:00")  # 01:50 +10:30, the second reading
+    assert slot_within(schedule, now) == (utc("2026-04-04T15:15:00"), utc("2026-04-04T15:30:00"))
+    monkeypatch.setattr("joblocks._schedule._MAX_STEPS", 1)
+    with pytest.raises(ValueError, match=r"'\*/15 \* \* \* \*' \(time zone Australia/Lord_Howe\)"):
+        schedule.slot(now)
