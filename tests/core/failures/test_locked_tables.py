@@ -1,11 +1,14 @@
 """A table locked by another session (a migration's ``LOCK TABLE``) is a wait for the
 server like any other: bounded by the model's ``timeout`` on both faces.
 
-- The run ledger's table locked: the ledger write fails within about ``timeout``
-  (logged, a ``record_failed`` event), and the job runs and returns; its lease is
-  released.
-- The lock table locked: ``acquire``, ``release`` and ``peek`` raise
-  ``LockTimeoutError`` (never "taken"), within about ``timeout``.
+- The run ledger's table locked: the server gives the write's wait up (PostgreSQL's
+  ``lock_timeout``, MariaDB's ``max_statement_time``) before ``timeout``; the write
+  fails with nothing written (logged, a ``record_failed`` event), and the job runs and
+  returns; its lease is released. Also through PgBouncer and on a serializable
+  server (the bound is a transaction of its own there).
+- The lock table locked: ``acquire``, ``refresh``, ``release``, ``peek`` and ``list``
+  raise ``LockTimeoutError`` (never "taken"), within about ``timeout``.
+- An engine passed in gets no bound from joblocks: its own ``lock_timeout`` applies.
 
 Another session holds the table lock on a connection of its own, let go in a
 ``finally``. The bounds below are hang guards, not speed assertions: each call is
@@ -22,12 +25,14 @@ from collections.abc import Iterator
 from typing import Any, Callable
 
 import pytest
-from sqlalchemy import create_engine, text
+from sqlalchemy import Engine, create_engine, text
 from sqlalchemy.pool import NullPool
 
 import joblocks
 
-pytestmark = pytest.mark.parametrize("backend", ["postgresql", "mariadb"])
+from ...support.servers import Server
+
+SERVERS = pytest.mark.parametrize("backend", ["postgresql", "mariadb"])
 
 TIMEOUT_MS = 1500
 HANG_GUARD_S = 30.0
@@ -90,6 +95,20 @@ def events() -> Iterator[list[joblocks.Event]]:
 SERVER_TIMEOUT_CODES = {"postgresql": "55P03", "mariadb": 1969}
 
 
+def family(backend: str) -> str:
+    return "mariadb" if backend == "mariadb" else "postgresql"
+
+
+@pytest.mark.parametrize(
+    "backend",
+    [
+        "postgresql",
+        "mariadb",
+        "pgbouncer-transaction",
+        "pgbouncer-session",
+        "postgresql-serializable",
+    ],
+)
 def test_a_locked_ledger_table_does_not_hold_the_job_back(
     make_model: Callable[..., Any],
     db_url: str,
@@ -128,7 +147,7 @@ def test_a_locked_ledger_table_does_not_hold_the_job_back(
     # than the call being abandoned with its outcome unknown.
     for event in failed:
         assert isinstance(event.error, joblocks.LockTimeoutError), repr(event.error)
-        assert event.error.code == SERVER_TIMEOUT_CODES[backend], repr(event.error)
+        assert event.error.code == SERVER_TIMEOUT_CODES[family(backend)], repr(event.error)
     # So no row of the two runs turns up once the table is free again (an abandoned
     # write could still land then: a run that never ends, shown as abandoned).
     time.sleep(0.5)
@@ -137,11 +156,14 @@ def test_a_locked_ledger_table_does_not_hold_the_job_back(
 
 OPERATIONS: dict[str, Callable[[Any, str], Any]] = {
     "acquire": lambda model, key: model.acquire(key, 30_000, "w2"),
+    "refresh": lambda model, key: model.refresh(key, 30_000, "w1"),
     "release": lambda model, key: model.release(key, "w1"),
     "peek": lambda model, key: model.peek(key),
+    "list": lambda model, key: model.list(),
 }
 
 
+@SERVERS
 @pytest.mark.parametrize("operation", list(OPERATIONS))
 def test_a_locked_lock_table_times_out(
     make_model: Callable[..., Any],
@@ -165,3 +187,32 @@ def test_a_locked_lock_table_times_out(
     # The models work again once the table is free.
     for one in (fresh, model):
         assert one.peek(key) is None or one.peek(key).key == key
+
+
+def test_an_engine_passed_in_is_bounded_by_its_own_settings(
+    pg_server: Server, table_name: str, key: str, events: list[joblocks.Event]
+) -> None:
+    """joblocks sets no time-out on an engine it did not make: the bound the docs
+    advise (``lock_timeout`` in its connect arguments) is the one that applies."""
+    engine: Engine = create_engine(
+        pg_server.url, connect_args={"options": f"-c lock_timeout={TIMEOUT_MS}"}
+    )
+    model = joblocks.JobLockModel(engine, table_name=table_name, record=True)
+    try:
+        assert joblocks.run_with_lock(key, 30_000, lambda: None, model=model)
+        ran: list[bool] = []
+        with locked(pg_server.url, f"{table_name}_runs"):
+            result, error, _elapsed = in_time(
+                lambda: joblocks.run_with_lock(key, 30_000, lambda: ran.append(True), model=model)
+            )
+        assert error is None, repr(error)
+        assert result is True
+        assert ran == [True]
+        failed = [e for e in events if e.kind == "record_failed" and e.key == key]
+        assert len(failed) == 1, events
+        assert isinstance(failed[0].error, joblocks.LockTimeoutError)
+        assert failed[0].error.code == "55P03", repr(failed[0].error)
+        assert [run.state for run in model.runs(key)] == ["ok"]
+    finally:
+        model.dispose()
+        engine.dispose()
