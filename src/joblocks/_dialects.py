@@ -93,6 +93,13 @@ class Profile:
     upgrade_hint: str = ""
     #: Only MariaDB's server of the family will do (MySQL has no ``SEQUENCE``).
     requires_mariadb: bool = False
+    #: A server-side bound on a statement's waits for locks (another session's table
+    #: lock, say): what is sent before the statement (``{ms}``: the bound in
+    #: milliseconds, ``{s}``: in seconds), after it, and after it failed. Empty: none
+    #: (SQLite's busy time-out bounds its one wait).
+    lock_wait_begin: tuple[str, ...] = ()
+    lock_wait_end: tuple[str, ...] = ()
+    lock_wait_undo: tuple[str, ...] = ()
 
     def check_server(self, dialect: Dialect) -> tuple[str, str | None, str | None]:
         """The connected server as reports name it (``"MariaDB 10.11.6"``), and when
@@ -174,6 +181,11 @@ POSTGRESQL = Profile(
     # pg_current_wal_lsn() (the timeline in fencing tokens) is PostgreSQL 10's.
     min_version=(10,),
     upgrade_hint="joblocks needs PostgreSQL 10 or newer",
+    # lock_timeout for one transaction (SET LOCAL: nothing outlives it, behind a
+    # transaction-mode pooler too), at read committed whatever the server's default.
+    lock_wait_begin=("BEGIN ISOLATION LEVEL READ COMMITTED", "SET LOCAL lock_timeout = {ms}"),
+    lock_wait_end=("COMMIT",),
+    lock_wait_undo=("ROLLBACK",),
 )
 
 MYSQL = Profile(
@@ -212,6 +224,12 @@ MYSQL = Profile(
     min_version=(10, 3),
     upgrade_hint="joblocks needs MariaDB 10.3+",
     requires_mariadb=True,
+    # max_statement_time (seconds, to the microsecond) also ends a wait for a metadata
+    # lock (LOCK TABLES ... WRITE), which lock_wait_timeout counts in whole seconds
+    # only; DEFAULT puts the session back on the server's setting.
+    lock_wait_begin=("SET SESSION max_statement_time = {s}",),
+    lock_wait_end=("SET SESSION max_statement_time = DEFAULT",),
+    lock_wait_undo=("SET SESSION max_statement_time = DEFAULT",),
 )
 
 PROFILES: tuple[Profile, ...] = (SQLITE, POSTGRESQL, MYSQL)

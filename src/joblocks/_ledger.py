@@ -13,12 +13,14 @@ the retention (``prune_runs``) are plain operations of the model.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Literal, Union
+from typing import TYPE_CHECKING, Any, Callable, Literal, Union
 
 from sqlalchemy import Connection, MetaData, Table, delete, func, insert, or_, select, update
 
@@ -49,6 +51,10 @@ Record = Union[bool, Literal["all"]]
 
 #: Rows deleted per statement by :func:`prune_runs`.
 PRUNE_BATCH = 1000
+#: A ledger write waits for a lock (its table locked by another session, a migration
+#: say) at most this share of the model's ``timeout``: the server gives the wait up
+#: itself, before the call is abandoned at ``timeout`` (see :func:`_lock_waits_bounded`).
+LOCK_WAIT_SHARE = 0.8
 
 
 def check_record(value: object, name: str = "record") -> Record:
@@ -118,7 +124,7 @@ class Run:
 class Ledger:
     """A model's ledger table (beside its lock table) and whether it was created."""
 
-    __slots__ = ("checked", "create", "locks", "ready", "table")
+    __slots__ = ("checked", "create", "lock_wait_ms", "locks", "ready", "table")
 
     def __init__(self, model: ModelCore) -> None:
         lock_table = model.table
@@ -128,16 +134,36 @@ class Ledger:
         self.create = model._create
         self.ready = not model._create
         self.checked = False  # whether an existing table of its name was found a ledger
+        # The server-side bound of a write's waits for locks (ms), on engines joblocks
+        # makes (an engine you pass in keeps its own settings): None, no bound.
+        self.lock_wait_ms: int | None = (
+            max(1, int(model.timeout_ms * LOCK_WAIT_SHARE)) if model.owns_engine else None
+        )
 
-    def ensure(self, conn: Connection) -> None:
-        """Before a write: create the table where missing, and refuse (as
-        :class:`~joblocks.LockTableMismatch`) a table of its name of another shape."""
-        if not self.ready:
-            ensure_table(conn, self.table)  # checks the shape first
+    def ensure(
+        self, conn: Connection, bounded: Callable[[], contextlib.AbstractContextManager[None]]
+    ) -> None:
+        """Before a write: refuse (as :class:`~joblocks.LockTableMismatch`) a table of its
+        name of another shape, and create the table where missing.
+
+        The existing table is looked at under ``bounded()`` (reading its columns waits
+        for a lock on it, e.g. PostgreSQL's reflection behind ``LOCK TABLE``); a missing
+        one is created outside it (creating retries, see ``_schema.ensure_table``).
+        """
+        if self.checked:
+            return
+        from sqlalchemy import inspect
+
+        table = self.table
+        with bounded():
+            found = bool(inspect(conn).has_table(table.name, schema=table.schema))
+            if found:
+                check_shape(conn, table)
+        if found:
             self.ready = self.checked = True
-        elif not self.checked:
-            check_shape(conn, self.table)
-            self.checked = True
+        elif not self.ready:
+            ensure_table(conn, table)  # checks the shape first
+            self.ready = self.checked = True
 
     def check(self, conn: Connection) -> None:
         """Before a read of the existing table: refuse it if it is not a ledger."""
@@ -195,9 +221,43 @@ def outcome_of(lease: LeaseBase) -> Outcome:
 # -- the SQL (each a function of a connection, run by ``_steps.call``) --------------------
 
 
+@contextlib.contextmanager
+def _lock_waits_bounded(conn: Connection, st: Statements, ledger: Ledger) -> Iterator[None]:
+    """The statements inside wait for a lock no longer than ``ledger.lock_wait_ms``.
+
+    A ledger table locked by another session (a migration's ``LOCK TABLE``) would keep a
+    write waiting until the model's ``timeout`` abandons the call: the job goes on, but
+    the write's outcome is unknown (it may still land once the lock is let go, leaving
+    a run that never ends). With the bound, the server gives the wait up first: the
+    write fails as ``LockTimeoutError`` with nothing written, on a connection still
+    usable. How the bound is set is the dialect's (``Profile.lock_wait_begin``).
+    """
+    ms = ledger.lock_wait_ms
+    prof = st.profile
+    if ms is None or not prof.lock_wait_begin:
+        yield
+        return
+    try:
+        for sql in prof.lock_wait_begin:
+            conn.exec_driver_sql(sql.format(ms=ms, s=f"{ms / 1000:.3f}"))
+        yield
+    except BaseException:
+        try:
+            for sql in prof.lock_wait_undo:
+                conn.exec_driver_sql(sql)
+        except Exception:
+            # Never back in the pool with the bound still set (or mid-transaction).
+            with contextlib.suppress(Exception):
+                conn.invalidate()
+        raise
+    for sql in prof.lock_wait_end:
+        conn.exec_driver_sql(sql)
+
+
 def _start(conn: Connection, st: Statements, ledger: Ledger, values: dict[str, Any]) -> int:
-    ledger.ensure(conn)
-    result = conn.execute(insert(ledger.table).values(started_at=db_now_ms(), **values))
+    ledger.ensure(conn, lambda: _lock_waits_bounded(conn, st, ledger))
+    with _lock_waits_bounded(conn, st, ledger):
+        result = conn.execute(insert(ledger.table).values(started_at=db_now_ms(), **values))
     primary: Any = result.inserted_primary_key
     return int(primary[0])
 
@@ -207,21 +267,23 @@ def _finish(
 ) -> None:
     t = ledger.table
     now = statement_now_ms()
-    conn.execute(
-        update(t)
-        .where(t.c.id == run_id)
-        .values(ended_at=now, duration_ms=now - t.c.started_at, outcome=outcome, error=error)
-    )
+    with _lock_waits_bounded(conn, st, ledger):
+        conn.execute(
+            update(t)
+            .where(t.c.id == run_id)
+            .values(ended_at=now, duration_ms=now - t.c.started_at, outcome=outcome, error=error)
+        )
 
 
 def _skip(conn: Connection, st: Statements, ledger: Ledger, values: dict[str, Any]) -> None:
-    ledger.ensure(conn)
+    ledger.ensure(conn, lambda: _lock_waits_bounded(conn, st, ledger))
     now = statement_now_ms()
-    conn.execute(
-        insert(ledger.table).values(
-            started_at=now, ended_at=now, duration_ms=0, outcome="skipped", **values
+    with _lock_waits_bounded(conn, st, ledger):
+        conn.execute(
+            insert(ledger.table).values(
+                started_at=now, ended_at=now, duration_ms=0, outcome="skipped", **values
+            )
         )
-    )
 
 
 def _exists(conn: Connection, ledger: Ledger, table: Table | None = None) -> bool:
