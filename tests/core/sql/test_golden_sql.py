@@ -311,3 +311,58 @@ def test_the_sql_sent_is_the_golden_files(backend: str, db_url: str, update_gold
     text = _normalised(_render(sections + _init_sql(family)), stem)
     header = f"-- The SQL joblocks sends to {backend} (tests/core/sql/test_golden_sql.py).\n\n"
     _check(backend, header + text, update_golden)
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql", "mariadb"])
+def test_every_statement_is_pinned_by_the_golden_file(backend: str) -> None:
+    """Each statement a model prepares (every acquire path, a counted lease's) is sent
+    by the scenario above, so the golden file pins it: none goes unchecked."""
+    from sqlalchemy import create_engine
+
+    from joblocks._places_sql import places
+    from joblocks._statements import AcquireStep, Prepared, build, paths_for
+
+    # The drivers joblocks uses (their parameter style is in the compiled SQL).
+    driver = {"sqlite": "sqlite+pysqlite", "postgresql": "postgresql+psycopg"}
+    engine = create_engine(f"{driver.get(backend, 'mysql+pymysql')}://")
+    dialect = engine.dialect
+    table = build_table(MetaData(), "job_locks")
+    golden = (GOLDEN / f"{backend}.sql").read_text()
+    prepared: dict[str, str] = {}
+    for path in paths_for(dialect):
+        st = build(dialect, table, path)
+        for field in type(st).__dataclass_fields__:
+            value = getattr(st, field)
+            for item in value if isinstance(value, tuple) else (value,):
+                if isinstance(item, AcquireStep):
+                    prepared[f"{path}.{field}"] = item.stmt.sql
+                    if item.redraw is not None:
+                        prepared[f"{path}.{field}.redraw"] = item.redraw.sql
+                elif isinstance(item, Prepared):
+                    prepared[f"{path}.{field}"] = item.sql
+    group = places(dialect, table, 2)
+    for field in type(group).__dataclass_fields__:
+        prepared[f"places.{field}"] = getattr(group, field).sql
+    missing = sorted(name for name, sql in prepared.items() if f"\n{sql};\n" not in golden)
+    assert not missing, missing
+    assert len(set(prepared.values())) >= 30
+
+
+def test_the_postgresql_token_is_the_documented_one() -> None:
+    """The token drawn in the PostgreSQL statements is ``nextval + (timeline - 1) *
+    2**TIMELINE_SHIFT`` with the timeline read as ``PG_TIMELINE_SQL`` (which
+    ``joblocks doctor`` reads too)."""
+    from joblocks._sql_postgresql import PG_TIMELINE_SQL, STATEMENTS, TIMELINE_SHIFT
+
+    token = f"(SELECT nextval('{{seq}}') + ({PG_TIMELINE_SQL} - 1) * {1 << TIMELINE_SHIFT} "
+    drawing = [name for name, sql in STATEMENTS.items() if "nextval" in sql]
+    assert sorted(drawing) == [
+        "insert",
+        "insert_ignore",
+        "update",
+        "update_holder",
+        "update_in_slot",
+        "upsert",
+    ]
+    for name in drawing:
+        assert token in STATEMENTS[name], name
