@@ -8,7 +8,7 @@ subclass of the driver's cursor class, given to the driver through its own optio
 run and their outcomes are asserted. The text is compared with the golden file, table
 names normalised (``job_locks``, ``job_runs``, ...), and a difference fails with a diff.
 
-``pytest tests/core/sql --update-golden`` rewrites the files from what was sent.
+``pytest tests/core/sql --update-golden -n 0`` rewrites the files from what was sent.
 """
 
 from __future__ import annotations
@@ -18,16 +18,16 @@ import difflib
 import sqlite3
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from sqlalchemy import MetaData, event
 
-import joblocks
 from joblocks._schema import build_runs_table, build_table, ddl_statements
 
+from ...support.faces import models, run_on
 from ...support.matrix import PATHS
 
 GOLDEN = Path(__file__).parent / "golden"
@@ -78,8 +78,15 @@ class _SqliteConnection(sqlite3.Connection):
         return super().cursor(factory)
 
 
-def _recording(model: Any, family: str) -> None:
-    """Make every new driver connection of ``model``'s engine record what it is sent."""
+def _recording(face: Any, family: str) -> None:
+    """Make every new driver connection of ``face``'s model record what it is sent."""
+    model = face.model
+    engine = model.engine
+    engines = [getattr(engine, "sync_engine", engine)]
+    loop_sqlite = getattr(model, "_loop_sqlite", None)
+    if loop_sqlite is not None:  # the asyncio face's sqlite3 connections on the loop
+        engines.append(loop_sqlite.engine)
+    asynchronous = face.face == "aio"
     if family == "sqlite":
         option, value = "factory", _SqliteConnection
     elif family == "postgresql":
@@ -90,8 +97,13 @@ def _recording(model: Any, family: str) -> None:
                 RECORDER.sent(query)
                 return super().execute(query, *args, **kwargs)
 
-        option, value = "cursor_factory", _PgCursor
-    else:
+        class _PgAsyncCursor(psycopg.AsyncCursor):  # type: ignore[type-arg]
+            async def execute(self, query: Any, *args: Any, **kwargs: Any) -> Any:
+                RECORDER.sent(query)
+                return await super().execute(query, *args, **kwargs)
+
+        option, value = "cursor_factory", _PgAsyncCursor if asynchronous else _PgCursor
+    elif not asynchronous:
         import pymysql.cursors
 
         class _MyCursor(pymysql.cursors.Cursor):
@@ -100,11 +112,29 @@ def _recording(model: Any, family: str) -> None:
                 return super().execute(query, args)
 
         option, value = "cursorclass", _MyCursor
+    else:
+        import aiomysql
+
+        class _AioMyCursor(aiomysql.Cursor):  # type: ignore[misc]
+            async def execute(self, query: Any, args: Any = None) -> Any:
+                RECORDER.sent(query)
+                return await super().execute(query, args)
+
+        def cursors(dbapi_connection: Any, record: Any) -> None:
+            # SQLAlchemy's adapter names aiomysql's cursor class at each cursor(): the
+            # driver connection gives the recording subclass instead.
+            raw = dbapi_connection.driver_connection
+            cursor = raw.cursor
+            raw.cursor = lambda *classes: cursor(_AioMyCursor)
+
+        event.listen(engines[0], "connect", cursors)
+        return
 
     def connect(dialect: Any, record: Any, cargs: Any, cparams: dict[str, Any]) -> None:
         cparams[option] = value
 
-    event.listen(model.engine, "do_connect", connect)
+    for each in engines:
+        event.listen(each, "do_connect", connect)
 
 
 def _normalised(text: str, stem: str) -> str:
@@ -122,24 +152,34 @@ def _render(sections: list[tuple[str, list[str]]]) -> str:
     return "\n".join(out)
 
 
-def _scenario(url: str, family: str, backend: str, stem: str) -> list[tuple[str, list[str]]]:
-    """Run every operation on ``url``, one model per acquire path; the sections sent."""
+def _scenario(
+    make: Callable[..., Any], family: str, backend: str, stem: str
+) -> list[tuple[str, list[str]]]:
+    """Run every operation, one model per acquire path; the sections sent."""
     rec = RECORDER
     rec.sections = []
     table = f"{stem}_locks"
     for n, path in enumerate(PATHS[backend]):
-        model = joblocks.JobLockModel(url, table_name=table, acquire_path=path)
+        model = make(table_name=table, acquire_path=path)
         _recording(model, family)
-        try:
-            with rec.block(f"create the table ({path})", ddl_only=True):
-                model.create_table()
-            _acquire_paths(model, path, n)
-            if n == 0:
-                _operations(model)
-                _features(model)
-        finally:
-            model.dispose()
+        with rec.block(f"create the table ({path})", ddl_only=True):
+            model.create_table()
+        _acquire_paths(model, path, n)
+        if n == 0:
+            _operations(model)
+            _features(model)
     return rec.sections
+
+
+def _pages(model: Any, state: str) -> list[Any]:
+    """``iter_locks(state, batch_size=1)`` read to the end, on either face."""
+    if model.face == "sync":
+        return list(model.iter_locks(state, batch_size=1))
+
+    async def read() -> list[Any]:
+        return [row async for row in model.model.iter_locks(state, batch_size=1)]
+
+    return list(run_on(model.loop, read()))
 
 
 def _acquire_paths(model: Any, path: str, n: int) -> None:
@@ -217,7 +257,7 @@ def _operations(model: Any) -> None:
         with rec.block(f"count {state}"):
             model.count(state)
         with rec.block(f"iter_locks {state} (pages of 1)"):
-            list(model.iter_locks(state, batch_size=1))
+            _pages(model, state)
     with rec.block("prune dry_run"):
         assert model.prune(dry_run=True) >= 1
     with rec.block("prune (batches of 1)"):
@@ -283,34 +323,58 @@ def _init_sql(family: str) -> list[tuple[str, list[str]]]:
     ]
 
 
-def _check(name: str, text: str, update: bool) -> None:
-    golden = GOLDEN / f"{name}.sql"
+def _body(path: Path) -> str:
+    """A golden file without its first line (which names the database and face)."""
+    return path.read_text().split("\n", 1)[1]
+
+
+def _check(backend: str, face: str, body: str, update: bool) -> None:
+    """Compare ``body`` with the golden file of ``backend`` (the asyncio face's own,
+    ``<backend>-asyncio.sql``, where it sends something else); rewrite it instead
+    with ``update``."""
+    sync_file = GOLDEN / f"{backend}.sql"
+    aio_file = GOLDEN / f"{backend}-asyncio.sql"
+    title = f"-- The SQL joblocks sends to {backend} (tests/core/sql/test_golden_sql.py)"
     if update:
-        golden.write_text(text)
+        if face == "sync":
+            sync_file.write_text(f"{title}\n{body}")
+        elif sync_file.exists() and _body(sync_file) == body:
+            aio_file.unlink(missing_ok=True)  # the same as the sync face's
+        else:
+            aio_file.write_text(f"{title[:-1]}, the asyncio face)\n{body}")
         return
+    golden = aio_file if face == "aio" and aio_file.exists() else sync_file
     if not golden.exists():
-        pytest.fail(f"{golden.name} is missing: run pytest tests/core/sql --update-golden")
-    expected = golden.read_text()
-    if text != expected:
+        pytest.fail(f"{golden.name} is missing: run pytest tests/core/sql --update-golden -n 0")
+    expected = _body(golden)
+    if body != expected:
         diff = "".join(
             difflib.unified_diff(
                 expected.splitlines(keepends=True),
-                text.splitlines(keepends=True),
-                f"golden/{name}.sql",
+                body.splitlines(keepends=True),
+                f"golden/{golden.name}",
                 "sent",
             )
         )
-        pytest.fail(f"the SQL sent differs from golden/{name}.sql:\n{diff}", pytrace=False)
+        pytest.fail(f"the SQL sent differs from golden/{golden.name}:\n{diff}", pytrace=False)
 
 
+@pytest.mark.parametrize("face", ["sync", "aio"])
 @pytest.mark.parametrize("backend", ["sqlite", "postgresql", "mariadb"])
-def test_the_sql_sent_is_the_golden_files(backend: str, db_url: str, update_golden: bool) -> None:
+def test_the_sql_sent_is_the_golden_files(
+    backend: str, face: str, db_url: str, update_golden: bool
+) -> None:
+    """Each face sends the statements of its golden file: the sync face's, or the
+    asyncio face's own where its drivers are sent something else (aiomysql's parameter
+    style, a connection set up at another moment). ``--update-golden -n 0`` writes
+    the sync face's first, then the asyncio face's where it differs."""
     family = "mysql" if backend == "mariadb" else backend
     stem = f"jl{uuid.uuid4().hex[:10]}"
-    sections = _scenario(db_url, family, backend, stem)
-    text = _normalised(_render(sections + _init_sql(family)), stem)
-    header = f"-- The SQL joblocks sends to {backend} (tests/core/sql/test_golden_sql.py).\n\n"
-    _check(backend, header + text, update_golden)
+    made = models(face, db_url, "")
+    sections = _scenario(next(made), family, backend, stem)
+    next(made, None)  # closes the models (and checks that no connection leaked)
+    body = "\n" + _normalised(_render(sections + _init_sql(family)), stem)
+    _check(backend, face, body, update_golden)
 
 
 @pytest.mark.parametrize("backend", ["sqlite", "postgresql", "mariadb"])

@@ -1,4 +1,4 @@
--- The SQL joblocks sends to mariadb (tests/core/sql/test_golden_sql.py).
+-- The SQL joblocks sends to mariadb (tests/core/sql/test_golden_sql.py)
 
 -- create the table (upsert) [1/2]
 CREATE SEQUENCE job_locks_fence_seq;

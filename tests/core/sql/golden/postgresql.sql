@@ -1,4 +1,4 @@
--- The SQL joblocks sends to postgresql (tests/core/sql/test_golden_sql.py).
+-- The SQL joblocks sends to postgresql (tests/core/sql/test_golden_sql.py)
 
 -- create the table (upsert) [1/3]
 CREATE SEQUENCE job_locks_fence_seq;

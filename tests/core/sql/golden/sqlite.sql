@@ -1,4 +1,4 @@
--- The SQL joblocks sends to sqlite (tests/core/sql/test_golden_sql.py).
+-- The SQL joblocks sends to sqlite (tests/core/sql/test_golden_sql.py)
 
 -- create the table (upsert) [1/5]
 CREATE TABLE job_locks (
