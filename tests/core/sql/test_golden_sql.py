@@ -430,3 +430,28 @@ def test_the_postgresql_token_is_the_documented_one() -> None:
     ]
     for name in drawing:
         assert token in STATEMENTS[name], name
+
+
+@pytest.mark.parametrize("family", ["sqlite", "postgresql", "mysql"])
+def test_the_statements_read_the_profiles_clock(family: str) -> None:
+    """The database's now written out in each family's statements is the profile's
+    (``_dialects``), which the ledger's SQLAlchemy expressions use (``_clock``)."""
+    from joblocks._dialects import profile
+    from joblocks._statements import TEMPLATES
+
+    now = profile(family).statement_now
+    statements = TEMPLATES[family]  # type: ignore[index]
+    assert statements["now"] == f"SELECT {now}"
+    untimed = {name for name, sql in statements.items() if now not in sql}
+    # Every other statement reads the clock this way; these compare with parameters or
+    # copy values only (a release by holder or token, a new holder, the group row's
+    # extension to a place's expiry, MariaDB's second draw of a token).
+    assert untimed == {
+        "count_all",
+        "delete",
+        "place_extend",
+        "release",
+        "release_lease",
+        "update_holder",
+        *(["redraw"] if family == "mysql" else []),
+    }
