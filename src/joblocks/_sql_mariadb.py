@@ -117,7 +117,7 @@ STATEMENTS: dict[str, str] = {
         "UTC_TIMESTAMP(6)) DIV 1000 AS SIGNED)"
     ),
     # release: the reference's delete, by holder (the plain model's ``release``).
-    "release": ("DELETE FROM {table} WHERE id = :key AND holder = :holder"),
+    "release": "DELETE FROM {table} WHERE id = :key AND holder = :holder",
     # A lease's release: only its own grant (same token).
     "release_lease": (
         "DELETE FROM {table} WHERE id = :key AND holder = :holder AND fence = :fence"
@@ -175,7 +175,7 @@ STATEMENTS: dict[str, str] = {
         "ORDER BY id"
     ),
     # ``count``, by state.
-    "count_all": ("SELECT COUNT(*) FROM {table}"),
+    "count_all": "SELECT COUNT(*) FROM {table}",
     "count_live": (
         "SELECT COUNT(*) "
         "FROM {table} "
@@ -202,7 +202,7 @@ STATEMENTS: dict[str, str] = {
         "WHERE id = :key"
     ),
     # The plain model's ``delete``, whoever holds the row.
-    "delete": ("DELETE FROM {table} WHERE id = :key"),
+    "delete": "DELETE FROM {table} WHERE id = :key",
     # The database's clock (``now_ms``).
     "now": (
         "SELECT CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', "

@@ -144,7 +144,7 @@ STATEMENTS: dict[str, str] = {
         "RETURNING expires_at"
     ),
     # release: the reference's delete, by holder (the plain model's ``release``).
-    "release": ("DELETE FROM {table} WHERE id = :key AND holder = :holder"),
+    "release": "DELETE FROM {table} WHERE id = :key AND holder = :holder",
     # A lease's release: only its own grant (same token).
     "release_lease": (
         "DELETE FROM {table} WHERE id = :key AND holder = :holder AND fence = :fence"
@@ -203,7 +203,7 @@ STATEMENTS: dict[str, str] = {
         "ORDER BY id"
     ),
     # ``count``, by state.
-    "count_all": ("SELECT COUNT(*) FROM {table}"),
+    "count_all": "SELECT COUNT(*) FROM {table}",
     "count_live": (
         "SELECT COUNT(*) "
         "FROM {table} "
@@ -235,7 +235,7 @@ STATEMENTS: dict[str, str] = {
         "WHERE id = :key"
     ),
     # The plain model's ``delete``, whoever holds the row.
-    "delete": ("DELETE FROM {table} WHERE id = :key"),
+    "delete": "DELETE FROM {table} WHERE id = :key",
     # The database's clock (``now_ms``).
     "now": (
         "SELECT CAST(EXTRACT(EPOCH FROM date_trunc('milliseconds', "
