@@ -1,12 +1,16 @@
 """The SQL joblocks sends, pinned per database by golden files (``golden/<db>.sql``).
 
 Each operation runs on the real database (SQLite; PostgreSQL and MariaDB from the
-shared servers) while the driver's own cursor records every statement handed to it: a
-subclass of the driver's cursor class, given to the driver through its own option
-(sqlite3's connection ``factory``, psycopg's ``cursor_factory``, PyMySQL's
-``cursorclass``) in SQLAlchemy's ``do_connect`` event. Nothing is faked: the statements
-run and their outcomes are asserted. The text is compared with the golden file, table
-names normalised (``job_locks``, ``job_runs``, ...), and a difference fails with a diff.
+shared servers), on each face, while the driver's own cursor records every statement
+handed to it: a subclass of the driver's cursor class, given to the driver through its
+own option in SQLAlchemy's ``do_connect`` event (sqlite3's and aiosqlite's connection
+``factory``, psycopg's ``cursor_factory``, PyMySQL's ``cursorclass``; aiomysql, whose
+cursor class SQLAlchemy names at each ``cursor()``, through its connection's
+``cursor``). Nothing is faked: the statements run and their outcomes are asserted. The
+text is compared with the golden file, table names normalised (``job_locks``,
+``job_runs``, ...), and a difference fails with a diff. The asyncio face has files of
+its own (``<db>-asyncio.sql``) where its drivers are sent something else: aiomysql's
+``%s`` parameters, the set-up of a new connection at another moment.
 
 ``pytest tests/core/sql --update-golden -n 0`` rewrites the files from what was sent.
 """
