@@ -1,5 +1,7 @@
-"""The SQL of a counted lease (``max_holders=N``, see ``_places``), per dialect: the
-group row's claim, its read with the N place rows, its extension and its removal. The
+"""The statements of a counted lease (``max_holders=N``, see ``_places``), prepared per
+dialect, table and N: the group row's claim, its read with the N place rows, its
+extension and its removal. Their SQL is written whole with the family's other
+statements (``_sql_sqlite``, ``_sql_postgresql``, ``_sql_mariadb``: ``place_*``); the
 statements of a place itself are the single lease's (``_statements``)."""
 
 from __future__ import annotations
@@ -8,9 +10,7 @@ from dataclasses import dataclass
 
 from sqlalchemy import Dialect, Table
 
-from ._clock import statement_now_sql
-from ._dialects import profile
-from ._statements import Prepared, _prepare
+from ._statements import Prepared, _prepare, sql_of
 
 
 @dataclass(frozen=True)
@@ -28,46 +28,21 @@ class PlaceStatements:
 
 
 def places(dialect: Dialect, table: Table, n: int) -> PlaceStatements:
-    """Prepare the statements of a counted lease of ``n`` places (``_places``)."""
-    prof = profile(dialect)
-    t = dialect.identifier_preparer.format_table(table)
-    now = statement_now_sql(dialect)
-    row = f"id, holder, acquired_at, expires_at, fence, {now} AS now_ms"
-    cols = "id, holder, acquired_at, expires_at, fence"
-    # Evaluated left to right on MySQL (each assignment sees the ones before): the
-    # times first, from the row as it was; then the holder.
-    claim = (
-        f"UPDATE {t} SET acquired_at = CASE WHEN holder = :marker AND expires_at > {now} "
-        f"THEN acquired_at ELSE {now} END, "
-        f"expires_at = CASE WHEN holder = :marker AND expires_at > {now} + :ttl "
-        f"THEN expires_at ELSE {now} + :ttl END, holder = :marker, fence = 0 "
-        f"WHERE id = :key AND (holder = :marker OR expires_at <= {now})"
-    )
-    insert = f"INSERT INTO {t} ({cols}) VALUES (:key, :marker, {now}, {now} + :ttl, 0)"
-    insert += (
-        " ON DUPLICATE KEY UPDATE id = id"
-        if prof.family == "mysql"
-        else " ON CONFLICT (id) DO NOTHING"
-    )
-    ids = ", ".join([":key"] + [f":p{i}" for i in range(1, n + 1)])
+    """Prepare the statements of a counted lease of ``n`` places (``_places``): the
+    family's ``place_*`` statements, ``{places}`` being ``:p1, …, :pN`` and ``{keys}``
+    the group row's ``:key`` and those."""
+    sql = sql_of(dialect, table)
     place_ids = ", ".join(f":p{i}" for i in range(1, n + 1))
-    until = "CAST(:until AS BIGINT)" if prof.family == "postgresql" else ":until"
+    ids = f":key, {place_ids}"
+
+    def p(name: str) -> Prepared:
+        text = sql[f"place_{name}"].replace("{keys}", ids).replace("{places}", place_ids)
+        return _prepare(dialect, text)
+
     return PlaceStatements(
-        claim=_prepare(dialect, claim),
-        claim_insert=_prepare(dialect, insert),
-        read=_prepare(dialect, f"SELECT {row} FROM {t} WHERE id IN ({ids})"),
-        extend=_prepare(
-            dialect,
-            f"UPDATE {t} SET expires_at = CASE WHEN expires_at < {until} THEN {until} "
-            "ELSE expires_at END WHERE id = :key AND holder = :marker",
-        ),
-        # After the last live place was released: the group row goes too. The places
-        # are read through a derived table (MySQL refuses a DELETE whose subquery
-        # reads the table it deletes from directly).
-        leave=_prepare(
-            dialect,
-            f"DELETE FROM {t} WHERE id = :key AND holder = :marker AND NOT EXISTS "
-            f"(SELECT 1 FROM (SELECT id FROM {t} WHERE id IN ({place_ids}) "
-            f"AND expires_at > {now}) AS live_places)",
-        ),
+        claim=p("claim"),
+        claim_insert=p("claim_insert"),
+        read=p("read"),
+        extend=p("extend"),
+        leave=p("leave"),
     )

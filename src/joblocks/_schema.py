@@ -28,15 +28,12 @@ from sqlalchemy import (
     event,
     inspect,
 )
-from sqlalchemy.exc import NoSuchTableError
 from sqlalchemy.schema import CreateIndex, CreateSequence, CreateTable, SetTableComment
 from sqlalchemy.types import TypeDecorator, TypeEngine
 
 from . import _validate
 from ._dialects import ddl_dialect, galera, profile
-from ._errors import LockTableMismatch
-from ._secrets import mask_url
-from ._sqla import BinaryType
+from ._tables import check_shape as check_shape  # the run ledger checks its table too
 
 JOB_LOCKS_TABLE_NAME = "job_locks"
 
@@ -290,8 +287,8 @@ def ensure_table(conn: Connection, table: Table) -> None:
     what is missing, and when another one got there first (a "duplicate" error from
     the CREATE, even with IF NOT EXISTS on PostgreSQL), checks again.
 
-    A table of that name that is not a joblocks lock table (see :func:`shape_problems`),
-    or for the run ledger's table not a ledger (:func:`runs_shape_problems`), raises
+    A table of that name that is not a joblocks lock table (see :func:`._tables.shape_problems`),
+    or for the run ledger's table not a ledger (:func:`._tables.runs_shape_problems`), raises
     :class:`~joblocks.LockTableMismatch`, and nothing is created.
     """
     check_shape(conn, table)
@@ -316,93 +313,6 @@ def ensure_table(conn: Connection, table: Table) -> None:
             if attempt == 5:
                 raise
             time.sleep(0.02 * attempt)
-
-
-#: The lock table's columns: name -> the SQLAlchemy type class its reflection must be.
-_COLUMN_KINDS: dict[str, tuple[type[TypeEngine[Any]], ...]] = {
-    "id": (String, BinaryType),
-    "holder": (String, BinaryType),
-    "acquired_at": (Integer,),
-    "expires_at": (Integer,),
-    "fence": (Integer,),
-}
-
-
-def shape_problems(conn: Connection, table: Table) -> list[str] | None:
-    """What makes the existing table of ``table``'s name not a joblocks lock table.
-
-    None when there is no such table; an empty list when it has the lock table's shape:
-    exactly the columns ``id``, ``holder`` (text), ``acquired_at``, ``expires_at``,
-    ``fence`` (integers) and the primary key ``(id)``. Column names are compared as the
-    database compares them: exactly on PostgreSQL, ignoring case on SQLite and MariaDB
-    (``"acquiredAt"`` is never ``acquired_at``).
-    """
-    found = inspect(conn)
-    if not found.has_table(table.name, schema=table.schema):
-        return None
-    # Column names are case-insensitive on SQLite and MariaDB, exact on PostgreSQL.
-    fold = str if profile(conn.dialect).exact_column_names else str.lower
-    columns = {
-        fold(column["name"]): column for column in found.get_columns(table.name, table.schema)
-    }
-    problems: list[str] = []
-    missing = [name for name in _COLUMN_KINDS if name not in columns]
-    extra = sorted(column["name"] for key, column in columns.items() if key not in _COLUMN_KINDS)
-    if missing:
-        problems.append("missing columns " + ", ".join(missing))
-    if extra:
-        problems.append("extra columns " + ", ".join(extra))
-    for name, kinds in _COLUMN_KINDS.items():
-        column = columns.get(name)
-        if column is not None and not isinstance(column["type"], kinds):
-            wanted = "text" if kinds[0] is String else "an integer"
-            problems.append(f"column {name} is {_type_name(column['type'], conn)}, not {wanted}")
-    try:
-        primary = found.get_pk_constraint(table.name, table.schema)["constrained_columns"] or []
-    except NoSuchTableError:  # SQLite's reflection looks the name up with its case
-        primary = [column["name"] for column in columns.values() if column.get("primary_key")]
-    if "id" in columns and [fold(name) for name in primary] != ["id"]:
-        shown = ", ".join(primary) if primary else "none"
-        problems.append(f"primary key is ({shown}), not (id)")
-    return problems
-
-
-def _type_name(kind: TypeEngine[Any], conn: Connection) -> str:
-    try:
-        return str(kind.compile(dialect=conn.dialect))
-    except Exception:
-        return type(kind).__name__
-
-
-def runs_shape_problems(conn: Connection, table: Table) -> list[str] | None:
-    """What makes the existing table of the ledger table's name not a run ledger: None
-    when there is no such table; else the columns it lacks or has beyond the ledger's
-    (names compared as :func:`shape_problems` does)."""
-    found = inspect(conn)
-    if not found.has_table(table.name, schema=table.schema):
-        return None
-    fold = str if profile(conn.dialect).exact_column_names else str.lower
-    columns = {fold(c["name"]): c["name"] for c in found.get_columns(table.name, table.schema)}
-    wanted = [column.name for column in table.columns]
-    problems: list[str] = []
-    missing = [name for name in wanted if fold(name) not in columns]
-    extra = sorted(name for key, name in columns.items() if key not in {fold(w) for w in wanted})
-    if missing:
-        problems.append("missing columns " + ", ".join(missing))
-    if extra:
-        problems.append("extra columns " + ", ".join(extra))
-    return problems
-
-
-def check_shape(conn: Connection, table: Table) -> None:
-    """Raise :class:`~joblocks.LockTableMismatch` when the table is not a lock table
-    (or, for the run ledger's table, not a run ledger)."""
-    runs = table.info.get("joblocks") == "runs"
-    problems = (runs_shape_problems if runs else shape_problems)(conn, table)
-    if problems:
-        where = mask_url(conn.engine.url)
-        kind = "run ledger table" if runs else "lock table"
-        raise LockTableMismatch(where, table.fullname, problems, kind)
 
 
 def __getattr__(name: str) -> Any:
