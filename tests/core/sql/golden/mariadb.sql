@@ -299,29 +299,47 @@ CREATE INDEX job_runs_start_ix ON job_runs (started_at);
 -- try_lease record=True: the first (creates the ledger) [5/5]
 INSERT INTO job_runs (`key`, slot, schedule, timezone, holder, host, pid, token, started_at) VALUES (%(key)s, %(slot)s, %(schedule)s, %(timezone)s, %(holder)s, %(host)s, %(pid)s, %(token)s, CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) DIV 1000 AS SIGNED));
 
--- try_lease record=True [1/3]
+-- try_lease record=True [1/5]
 INSERT INTO job_locks (id, holder, acquired_at, expires_at, fence) VALUES (%(key)s, %(holder)s, CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) DIV 1000 AS SIGNED), CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) DIV 1000 AS SIGNED) + %(ttl)s, 0), (%(key)s, %(holder)s, CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) DIV 1000 AS SIGNED), CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) DIV 1000 AS SIGNED) + %(ttl)s, 0) ON DUPLICATE KEY UPDATE fence = IF((expires_at <= VALUES(acquired_at) OR holder = VALUES(holder)), LAST_INSERT_ID(IF(holder = VALUES(holder) AND fence > 0 AND expires_at > VALUES(acquired_at), fence, NEXTVAL(job_locks_fence_seq))), fence + LAST_INSERT_ID(0)), acquired_at = IF((expires_at <= VALUES(acquired_at) OR holder = VALUES(holder)), VALUES(acquired_at), acquired_at), holder = IF((expires_at <= VALUES(acquired_at) OR holder = VALUES(holder)), VALUES(holder), holder), expires_at = IF((expires_at <= VALUES(acquired_at) OR holder = VALUES(holder)), VALUES(expires_at), expires_at);
 
--- try_lease record=True [2/3]
+-- try_lease record=True [2/5]
 SELECT id, holder, acquired_at, expires_at, fence, CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) DIV 1000 AS SIGNED) AS now_ms FROM job_locks WHERE id = %(key)s;
 
--- try_lease record=True [3/3]
+-- try_lease record=True [3/5]
+SET SESSION max_statement_time = 4.000;
+
+-- try_lease record=True [4/5]
 INSERT INTO job_runs (`key`, slot, schedule, timezone, holder, host, pid, token, started_at) VALUES (%(key)s, %(slot)s, %(schedule)s, %(timezone)s, %(holder)s, %(host)s, %(pid)s, %(token)s, CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) DIV 1000 AS SIGNED));
 
--- lease release record=True [1/2]
+-- try_lease record=True [5/5]
+SET SESSION max_statement_time = DEFAULT;
+
+-- lease release record=True [1/4]
 DELETE FROM job_locks WHERE id = %(key)s AND holder = %(holder)s AND fence = %(fence)s;
 
--- lease release record=True [2/2]
+-- lease release record=True [2/4]
+SET SESSION max_statement_time = 4.000;
+
+-- lease release record=True [3/4]
 UPDATE job_runs SET ended_at=CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) DIV 1000 AS SIGNED), duration_ms=(CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) DIV 1000 AS SIGNED) - job_runs.started_at), outcome=%(outcome)s, error=%(error)s WHERE job_runs.id = %(id_1)s;
 
--- try_lease record='all': taken [1/3]
+-- lease release record=True [4/4]
+SET SESSION max_statement_time = DEFAULT;
+
+-- try_lease record='all': taken [1/5]
 INSERT INTO job_locks (id, holder, acquired_at, expires_at, fence) VALUES (%(key)s, %(holder)s, CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) DIV 1000 AS SIGNED), CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) DIV 1000 AS SIGNED) + %(ttl)s, 0), (%(key)s, %(holder)s, CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) DIV 1000 AS SIGNED), CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) DIV 1000 AS SIGNED) + %(ttl)s, 0) ON DUPLICATE KEY UPDATE fence = IF((expires_at <= VALUES(acquired_at) OR holder = VALUES(holder)), LAST_INSERT_ID(IF(holder = VALUES(holder) AND fence > 0 AND expires_at > VALUES(acquired_at), fence, NEXTVAL(job_locks_fence_seq))), fence + LAST_INSERT_ID(0)), acquired_at = IF((expires_at <= VALUES(acquired_at) OR holder = VALUES(holder)), VALUES(acquired_at), acquired_at), holder = IF((expires_at <= VALUES(acquired_at) OR holder = VALUES(holder)), VALUES(holder), holder), expires_at = IF((expires_at <= VALUES(acquired_at) OR holder = VALUES(holder)), VALUES(expires_at), expires_at);
 
--- try_lease record='all': taken [2/3]
+-- try_lease record='all': taken [2/5]
 INSERT INTO job_locks (id, holder, acquired_at, expires_at, fence) VALUES (%(key)s, %(holder)s, CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) DIV 1000 AS SIGNED), CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) DIV 1000 AS SIGNED) + %(ttl)s, 0), (%(key)s, %(holder)s, CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) DIV 1000 AS SIGNED), CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) DIV 1000 AS SIGNED) + %(ttl)s, 0) ON DUPLICATE KEY UPDATE fence = IF((expires_at <= VALUES(acquired_at) OR holder = VALUES(holder)), LAST_INSERT_ID(IF(holder = VALUES(holder) AND fence > 0 AND expires_at > VALUES(acquired_at), fence, NEXTVAL(job_locks_fence_seq))), fence + LAST_INSERT_ID(0)), acquired_at = IF((expires_at <= VALUES(acquired_at) OR holder = VALUES(holder)), VALUES(acquired_at), acquired_at), holder = IF((expires_at <= VALUES(acquired_at) OR holder = VALUES(holder)), VALUES(holder), holder), expires_at = IF((expires_at <= VALUES(acquired_at) OR holder = VALUES(holder)), VALUES(expires_at), expires_at);
 
--- try_lease record='all': taken [3/3]
+-- try_lease record='all': taken [3/5]
+SET SESSION max_statement_time = 4.000;
+
+-- try_lease record='all': taken [4/5]
 INSERT INTO job_runs (`key`, slot, schedule, timezone, holder, host, pid, token, started_at, ended_at, duration_ms, outcome) VALUES (%(key)s, %(slot)s, %(schedule)s, %(timezone)s, %(holder)s, %(host)s, %(pid)s, %(token)s, CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) DIV 1000 AS SIGNED), CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) DIV 1000 AS SIGNED), %(duration_ms)s, %(outcome)s);
+
+-- try_lease record='all': taken [5/5]
+SET SESSION max_statement_time = DEFAULT;
 
 -- runs [1/3]
 SELECT CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) DIV 1000 AS SIGNED) AS anon_1;

@@ -287,26 +287,53 @@ CREATE INDEX job_runs_start_ix ON job_runs (started_at);
 -- try_lease record=True: the first (creates the ledger) [6/6]
 INSERT INTO job_runs (key, slot, schedule, timezone, holder, host, pid, token, started_at) VALUES (%(key)s::VARCHAR, %(slot)s::BIGINT, %(schedule)s::VARCHAR, %(timezone)s::VARCHAR, %(holder)s::VARCHAR, %(host)s::VARCHAR, %(pid)s::INTEGER, %(token)s::BIGINT, CAST(EXTRACT(EPOCH FROM date_trunc('milliseconds', clock_timestamp())) * 1000 AS BIGINT)) RETURNING job_runs.id;
 
--- try_lease record=True [1/2]
+-- try_lease record=True [1/5]
 INSERT INTO job_locks AS cur (id, holder, acquired_at, expires_at, fence) VALUES (%(key)s, %(holder)s, CAST(EXTRACT(EPOCH FROM date_trunc('milliseconds', statement_timestamp())) * 1000 AS BIGINT), CAST(EXTRACT(EPOCH FROM date_trunc('milliseconds', statement_timestamp())) * 1000 AS BIGINT) + %(ttl)s, (SELECT nextval('job_locks_fence_seq') + (CAST(CAST('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8) AS BIT(32)) AS BIGINT) - 1) * 17592186044416 FROM (SELECT pg_advisory_xact_lock(27244, hashtext(CAST(%(key)s AS VARCHAR)))) AS fence_order)) ON CONFLICT (id) DO UPDATE SET holder = excluded.holder, acquired_at = excluded.acquired_at, expires_at = excluded.expires_at, fence = CASE WHEN cur.holder = excluded.holder AND cur.expires_at > excluded.acquired_at THEN cur.fence ELSE excluded.fence END WHERE cur.expires_at <= excluded.acquired_at OR cur.holder = excluded.holder RETURNING fence, acquired_at, expires_at;
 
--- try_lease record=True [2/2]
+-- try_lease record=True [2/5]
+BEGIN ISOLATION LEVEL READ COMMITTED;
+
+-- try_lease record=True [3/5]
+SET LOCAL lock_timeout = 4000;
+
+-- try_lease record=True [4/5]
 INSERT INTO job_runs (key, slot, schedule, timezone, holder, host, pid, token, started_at) VALUES (%(key)s::VARCHAR, %(slot)s::BIGINT, %(schedule)s::VARCHAR, %(timezone)s::VARCHAR, %(holder)s::VARCHAR, %(host)s::VARCHAR, %(pid)s::INTEGER, %(token)s::BIGINT, CAST(EXTRACT(EPOCH FROM date_trunc('milliseconds', clock_timestamp())) * 1000 AS BIGINT)) RETURNING job_runs.id;
 
--- lease release record=True [1/2]
+-- try_lease record=True [5/5]
+COMMIT;
+
+-- lease release record=True [1/5]
 DELETE FROM job_locks WHERE id = %(key)s AND holder = %(holder)s AND fence = %(fence)s;
 
--- lease release record=True [2/2]
+-- lease release record=True [2/5]
+BEGIN ISOLATION LEVEL READ COMMITTED;
+
+-- lease release record=True [3/5]
+SET LOCAL lock_timeout = 4000;
+
+-- lease release record=True [4/5]
 UPDATE job_runs SET ended_at=CAST(EXTRACT(EPOCH FROM date_trunc('milliseconds', statement_timestamp())) * 1000 AS BIGINT), duration_ms=(CAST(EXTRACT(EPOCH FROM date_trunc('milliseconds', statement_timestamp())) * 1000 AS BIGINT) - job_runs.started_at), outcome=%(outcome)s::VARCHAR, error=%(error)s::VARCHAR WHERE job_runs.id = %(id_1)s::BIGINT;
 
--- try_lease record='all': taken [1/3]
+-- lease release record=True [5/5]
+COMMIT;
+
+-- try_lease record='all': taken [1/6]
 INSERT INTO job_locks AS cur (id, holder, acquired_at, expires_at, fence) VALUES (%(key)s, %(holder)s, CAST(EXTRACT(EPOCH FROM date_trunc('milliseconds', statement_timestamp())) * 1000 AS BIGINT), CAST(EXTRACT(EPOCH FROM date_trunc('milliseconds', statement_timestamp())) * 1000 AS BIGINT) + %(ttl)s, (SELECT nextval('job_locks_fence_seq') + (CAST(CAST('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8) AS BIT(32)) AS BIGINT) - 1) * 17592186044416 FROM (SELECT pg_advisory_xact_lock(27244, hashtext(CAST(%(key)s AS VARCHAR)))) AS fence_order)) ON CONFLICT (id) DO UPDATE SET holder = excluded.holder, acquired_at = excluded.acquired_at, expires_at = excluded.expires_at, fence = CASE WHEN cur.holder = excluded.holder AND cur.expires_at > excluded.acquired_at THEN cur.fence ELSE excluded.fence END WHERE cur.expires_at <= excluded.acquired_at OR cur.holder = excluded.holder RETURNING fence, acquired_at, expires_at;
 
--- try_lease record='all': taken [2/3]
+-- try_lease record='all': taken [2/6]
 INSERT INTO job_locks AS cur (id, holder, acquired_at, expires_at, fence) VALUES (%(key)s, %(holder)s, CAST(EXTRACT(EPOCH FROM date_trunc('milliseconds', statement_timestamp())) * 1000 AS BIGINT), CAST(EXTRACT(EPOCH FROM date_trunc('milliseconds', statement_timestamp())) * 1000 AS BIGINT) + %(ttl)s, (SELECT nextval('job_locks_fence_seq') + (CAST(CAST('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8) AS BIT(32)) AS BIGINT) - 1) * 17592186044416 FROM (SELECT pg_advisory_xact_lock(27244, hashtext(CAST(%(key)s AS VARCHAR)))) AS fence_order)) ON CONFLICT (id) DO UPDATE SET holder = excluded.holder, acquired_at = excluded.acquired_at, expires_at = excluded.expires_at, fence = CASE WHEN cur.holder = excluded.holder AND cur.expires_at > excluded.acquired_at THEN cur.fence ELSE excluded.fence END WHERE cur.expires_at <= excluded.acquired_at OR cur.holder = excluded.holder RETURNING fence, acquired_at, expires_at;
 
--- try_lease record='all': taken [3/3]
+-- try_lease record='all': taken [3/6]
+BEGIN ISOLATION LEVEL READ COMMITTED;
+
+-- try_lease record='all': taken [4/6]
+SET LOCAL lock_timeout = 4000;
+
+-- try_lease record='all': taken [5/6]
 INSERT INTO job_runs (key, slot, schedule, timezone, holder, host, pid, token, started_at, ended_at, duration_ms, outcome) VALUES (%(key)s::VARCHAR, %(slot)s::BIGINT, %(schedule)s::VARCHAR, %(timezone)s::VARCHAR, %(holder)s::VARCHAR, %(host)s::VARCHAR, %(pid)s::INTEGER, %(token)s::BIGINT, CAST(EXTRACT(EPOCH FROM date_trunc('milliseconds', statement_timestamp())) * 1000 AS BIGINT), CAST(EXTRACT(EPOCH FROM date_trunc('milliseconds', statement_timestamp())) * 1000 AS BIGINT), %(duration_ms)s::BIGINT, %(outcome)s::VARCHAR) RETURNING job_runs.id;
+
+-- try_lease record='all': taken [6/6]
+COMMIT;
 
 -- runs [1/3]
 SELECT CAST(EXTRACT(EPOCH FROM date_trunc('milliseconds', clock_timestamp())) * 1000 AS BIGINT) AS anon_1;
