@@ -1,7 +1,11 @@
 """``joblocks run`` flags cron users expect: ``--max-hold`` (a kill-after),
 ``--jitter``, ``--timeout``, the lock in the command's environment (``JOBLOCKS_KEY``,
 ``JOBLOCKS_TOKEN``, ``JOBLOCKS_HOLDER``, ``JOBLOCKS_URL``), the help of ``--wait`` and
-``--record``, and a retried release. Real ``python -m joblocks`` processes.
+``--record``, and a retried release.
+
+A command the test waits for runs in the test's process (``tests/support/cli.py``); one
+that runs while the test goes on (``start``: sent a signal, or read while it runs, or
+overrunning its ``--max-hold``) is a real ``python -m joblocks`` process.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ STUBBORN = 'trap \'echo term > "$3"\' TERM; touch "$1"; while [ ! -e "$2" ]; do 
 
 
 def start(cli: Cli, *args: str) -> subprocess.Popen[str]:
+    """``joblocks ARGS`` as a real process, running while the test goes on."""
     proc = subprocess.Popen(
         cli.argv(*args),
         stdin=subprocess.DEVNULL,

@@ -11,7 +11,8 @@ temporary files while ``main`` runs, and ``sys.stdin``/``sys.stdout``/``sys.stde
 write to them, so the command of ``joblocks run`` (a real child process that inherits
 descriptors 1 and 2) lands in the same place as the command line's own lines, as with a
 subprocess. ``argparse``'s ``SystemExit`` becomes the exit code, and an exception that
-would have ended the process is printed with its traceback and gives 1.
+would have ended the process is printed with its traceback and gives 1. Warnings are
+filtered as in a plain ``python`` process (pytest's filters make them errors).
 
 What a run could leave behind in the test's process is set and put back: the
 environment (``env`` replaces ``os.environ`` for the call, as ``subprocess``'s ``env=``
@@ -38,6 +39,7 @@ import sys
 import tempfile
 import threading
 import traceback
+import warnings
 from collections.abc import Iterator, Mapping
 from typing import IO, Any, NamedTuple
 
@@ -84,6 +86,7 @@ def run_cli(
                 stack.enter_context(_chdir(cwd))
             if umask is not None:
                 stack.enter_context(_umask(umask))
+            stack.enter_context(_default_warnings())
             out, err = stack.enter_context(_descriptors(input or ""))
             code = _call(main, list(argv))
         leaked = _restore_signal_handlers(handlers)
@@ -160,6 +163,26 @@ def _descriptors(input_text: str) -> Iterator[tuple[_Captured, _Captured]]:
                 os.dup2(copy, fd)
                 os.close(copy)
             out.text, err.text = _text(out_file), _text(err_file)
+
+
+#: The warning filters of a plain ``python`` (no ``-W``, no ``PYTHONWARNINGS``).
+_INTERPRETER_WARNINGS = (
+    ("default", DeprecationWarning, "__main__"),
+    ("ignore", DeprecationWarning, ""),
+    ("ignore", PendingDeprecationWarning, ""),
+    ("ignore", ImportWarning, ""),
+    ("ignore", ResourceWarning, ""),
+)
+
+
+@contextlib.contextmanager
+def _default_warnings() -> Iterator[None]:
+    """The warning filters the process would have, not pytest's (which make them errors)."""
+    with warnings.catch_warnings():
+        warnings.resetwarnings()
+        for action, category, module in reversed(_INTERPRETER_WARNINGS):
+            warnings.filterwarnings(action, category=category, module=module)
+        yield
 
 
 @contextlib.contextmanager
