@@ -165,23 +165,18 @@ def _descriptors(input_text: str) -> Iterator[tuple[_Captured, _Captured]]:
             out.text, err.text = _text(out_file), _text(err_file)
 
 
-#: The warning filters of a plain ``python`` (no ``-W``, no ``PYTHONWARNINGS``).
-_INTERPRETER_WARNINGS = (
-    ("default", DeprecationWarning, "__main__"),
-    ("ignore", DeprecationWarning, ""),
-    ("ignore", PendingDeprecationWarning, ""),
-    ("ignore", ImportWarning, ""),
-    ("ignore", ResourceWarning, ""),
-)
-
-
 @contextlib.contextmanager
 def _default_warnings() -> Iterator[None]:
-    """The warning filters the process would have, not pytest's (which make them errors)."""
+    """The warning filters of a plain ``python`` process (no ``-W``, no
+    ``PYTHONWARNINGS``), not pytest's (which make warnings errors)."""
     with warnings.catch_warnings():
         warnings.resetwarnings()
-        for action, category, module in reversed(_INTERPRETER_WARNINGS):
-            warnings.filterwarnings(action, category=category, module=module)
+        # Each filter goes in front: the last one added is the first one tried.
+        warnings.filterwarnings("ignore", category=ResourceWarning)
+        warnings.filterwarnings("ignore", category=ImportWarning)
+        warnings.filterwarnings("ignore", category=PendingDeprecationWarning)
+        warnings.filterwarnings("ignore", category=DeprecationWarning)
+        warnings.filterwarnings("default", category=DeprecationWarning, module="__main__")
         yield
 
 
