@@ -1,9 +1,15 @@
-"""The ``joblocks`` command line, run as real processes (``python -m joblocks``).
+"""The ``joblocks`` command line.
 
 Most tests run on SQLite and PostgreSQL (the throwaway server of the test set-up);
 behaviour that does not depend on the database (exit codes, signals, parsing) runs on
 SQLite only. Commands that hold a lock run a small ``sh`` script that says when it
 started and waits for the test's go-ahead, so no test depends on timing guesses.
+
+A command the test waits for runs in the test's process, through the command line's
+entry function (``tests/support/cli.py``: same exit code and output, no interpreter
+start-up). A command that runs while the test goes on (``Cli.start``, ``holding``), is
+sent signals, or is about the real process (its exit status, ``--version``/``--help``
+and the installed script) is a real ``python -m joblocks`` process.
 """
 
 from __future__ import annotations
@@ -26,6 +32,8 @@ from sqlalchemy import insert
 
 import joblocks
 from joblocks.cli._format import format_duration, parse_duration
+
+from ..support.cli import Result, joblocks_argv, run_cli
 
 BACKENDS = [pytest.param("sqlite"), pytest.param("postgresql", marks=pytest.mark.server)]
 TIMEOUT = 30
@@ -74,7 +82,8 @@ def base_env(tmp_path: Path) -> dict[str, str]:
 
 
 class Cli:
-    """``python -m joblocks --url URL --table TABLE ...`` as subprocesses, and a model."""
+    """``joblocks --url URL --table TABLE ...``: called in this process (``cli(...)``) or
+    started as a real process (``cli.start(...)``), and a model."""
 
     def __init__(self, url: str, table: str, tmp_path: Path) -> None:
         self.url = url
@@ -85,15 +94,18 @@ class Cli:
         self.gos: list[Path] = []  # files that let the commands of holding() end
         self._model: joblocks.JobLockModel | None = None
 
-    def argv(self, *args: str) -> list[str]:
-        return [sys.executable, "-m", "joblocks", "--url", self.url, "--table", self.table, *args]
+    def words(self, *args: str) -> list[str]:
+        return ["--url", self.url, "--table", self.table, *args]
 
-    def __call__(self, *args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            self.argv(*args), capture_output=True, text=True, env=self.env, timeout=TIMEOUT
-        )
+    def argv(self, *args: str) -> list[str]:
+        return joblocks_argv(*self.words(*args))
+
+    def __call__(self, *args: str) -> Result:
+        """The command run to its end, in this process."""
+        return run_cli(*self.words(*args), env=self.env)
 
     def start(self, *args: str) -> subprocess.Popen[str]:
+        """The command started as a real process (it runs while the test goes on)."""
         proc = subprocess.Popen(
             self.argv(*args),
             stdout=subprocess.PIPE,
@@ -267,7 +279,14 @@ def test_two_runs_race_for_one_key(cli: Cli) -> None:
     [("exit 7", 7), ("kill -KILL $$", 128 + 9), ("kill -TERM $$", 128 + 15)],
 )
 def test_exit_code_of_the_command(lite: Cli, script: str, code: int) -> None:
-    result = lite("run", "job", "--ttl", "1m", "--", "sh", "-c", script)
+    # A real process: the exit status the shell (or cron) sees, not main()'s return value.
+    result = subprocess.run(
+        lite.argv("run", "job", "--ttl", "1m", "--", "sh", "-c", script),
+        capture_output=True,
+        text=True,
+        env=lite.env,
+        timeout=TIMEOUT,
+    )
     assert result.returncode == code
     assert result.stderr == ""
     assert lite.model().peek("job") is None
@@ -474,10 +493,8 @@ def test_prune(cli: Cli) -> None:
     ],
 )
 def test_init_sql_needs_no_database(tmp_path: Path, url: str, needle: str) -> None:
-    argv = [sys.executable, "-m", "joblocks", "--url", url, "--table", "t_ddl", "init", "--sql"]
-    result = subprocess.run(
-        argv, capture_output=True, text=True, env=base_env(tmp_path), cwd=tmp_path, timeout=TIMEOUT
-    )
+    argv = ["--url", url, "--table", "t_ddl", "init", "--sql"]
+    result = run_cli(*argv, env=base_env(tmp_path), cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert "CREATE TABLE t_ddl (" in result.stdout
     assert needle in result.stdout
@@ -545,8 +562,7 @@ def test_init_and_doctor(cli: Cli) -> None:
 
 def test_doctor_takes_the_url_as_its_argument(lite: Cli) -> None:
     assert lite("init").returncode == 0
-    argv = [sys.executable, "-m", "joblocks", "--table", lite.table, "doctor", lite.url, "--json"]
-    result = subprocess.run(argv, capture_output=True, text=True, env=lite.env, timeout=TIMEOUT)
+    result = run_cli("--table", lite.table, "doctor", lite.url, "--json", env=lite.env)
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)
     assert report["ok"] is True
@@ -563,10 +579,7 @@ def test_doctor_takes_the_url_as_its_argument(lite: Cli) -> None:
 def test_unreachable_database(tmp_path: Path) -> None:
     url = "postgresql://joblocks:s3cret@127.0.0.1:1/nothing"  # port 1: connection refused
     for command, code in (["doctor"], 1), (["list"], 3):
-        argv = [sys.executable, "-m", "joblocks", "--url", url, *command]
-        result = subprocess.run(
-            argv, capture_output=True, text=True, env=base_env(tmp_path), timeout=TIMEOUT
-        )
+        result = run_cli("--url", url, *command, env=base_env(tmp_path))
         assert result.returncode == code
         line = one_line(result.stderr)
         assert "connect" in line.lower()
@@ -588,16 +601,9 @@ def test_missing_sqlite_file_is_not_created(lite: Cli) -> None:
 
 def test_where(tmp_path: Path) -> None:
     env = base_env(tmp_path)
-    joblocks_m = [sys.executable, "-m", "joblocks"]
 
     def where(*args: str, **extra: str) -> dict[str, Any]:
-        result = subprocess.run(
-            [*joblocks_m, *args, "where", "--json"],
-            capture_output=True,
-            text=True,
-            env={**env, **extra},
-            timeout=TIMEOUT,
-        )
+        result = run_cli(*args, "where", "--json", env={**env, **extra})
         assert result.returncode == 0, result.stderr
         assert "s3cret" not in result.stdout
         info: dict[str, Any] = json.loads(result.stdout)
@@ -617,6 +623,8 @@ def test_where(tmp_path: Path) -> None:
 
 
 def test_version_help_and_script(tmp_path: Path) -> None:
+    # Real processes: `python -m joblocks` and the installed `joblocks` script exist and
+    # start (the other tests call the entry function they both run).
     env = base_env(tmp_path)
     version = subprocess.run(
         [sys.executable, "-m", "joblocks", "--version"], capture_output=True, text=True, env=env

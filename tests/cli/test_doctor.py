@@ -1,4 +1,5 @@
-"""``joblocks doctor`` where PostgreSQL is really deployed, run as real processes.
+"""``joblocks doctor`` where PostgreSQL is really deployed (the command line run in the
+test's process, ``tests/support/cli.py``).
 
 Through PgBouncer in transaction mode (reported, with what to set on an engine of your
 own), in session mode, on a serializable server, on a read-only database (a standby's
@@ -10,8 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,21 +19,17 @@ from typing import Any
 import psycopg
 import pytest
 
+from ..support.cli import Result, run_cli
 from ..support.servers import Server
 
 pytestmark = pytest.mark.server
 
-TIMEOUT = 60
 
-
-def joblocks_cli(
-    tmp_path: Path, url: str, table: str, *args: str
-) -> subprocess.CompletedProcess[str]:
+def joblocks_cli(tmp_path: Path, url: str, table: str, *args: str) -> Result:
     env = dict(os.environ)
     env.pop("JOBLOCKS_URL", None)
     env["XDG_STATE_HOME"] = str(tmp_path / "state")
-    argv = [sys.executable, "-m", "joblocks", "--url", url, "--table", table, *args]
-    return subprocess.run(argv, capture_output=True, text=True, env=env, timeout=TIMEOUT)
+    return run_cli("--url", url, "--table", table, *args, env=env)
 
 
 def doctor(tmp_path: Path, url: str, table: str) -> tuple[int, dict[str, Any], str]:

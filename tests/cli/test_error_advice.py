@@ -2,14 +2,13 @@
 result code: a role or database that does not exist, a SQLite file that is not a
 database and a missing MariaDB schema are not "check that the server runs", and a
 connection failure is reported as one by every command (not "create table failed").
-Real ``python -m joblocks`` processes against the test set-up's throwaway servers."""
+The command line runs in the test's process (``tests/support/cli.py``) against the test
+set-up's throwaway servers."""
 
 from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -18,19 +17,18 @@ from sqlalchemy import make_url
 import joblocks
 from joblocks.cli._hints import CONNECT_HINT
 
+from ..support.cli import Result, run_cli
 from ..support.servers import Server
 
-TIMEOUT = 60
 SERVER_RUNS = "check that the server runs"
 COMMANDS = [["list"], ["peek", "job"], ["run", "job", "--ttl", "10s", "--", "true"]]
 
 
-def joblocks_cli(tmp_path: Path, url: str, *args: str) -> subprocess.CompletedProcess[str]:
+def joblocks_cli(tmp_path: Path, url: str, *args: str) -> Result:
     env = dict(os.environ)
     env.pop("JOBLOCKS_URL", None)
     env["XDG_STATE_HOME"] = str(tmp_path / "state")
-    argv = [sys.executable, "-m", "joblocks", "--url", url, *args]
-    return subprocess.run(argv, capture_output=True, text=True, env=env, timeout=TIMEOUT)
+    return run_cli("--url", url, *args, env=env)
 
 
 def doctor_fix(tmp_path: Path, url: str) -> tuple[str, str]:

@@ -1,25 +1,23 @@
-"""``joblocks run --record`` and ``joblocks history``, as real processes on every database."""
+"""``joblocks run --record`` and ``joblocks history`` on every database (the command line
+run in the test's process, ``tests/support/cli.py``)."""
 
 from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 import joblocks
 
-TIMEOUT = 60
+from ..support.cli import Result, run_cli
 
 
-def cli(url: str, table: str, tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+def cli(url: str, table: str, tmp_path: Path, *args: str) -> Result:
     env = {k: v for k, v in os.environ.items() if k != "JOBLOCKS_URL"}
     env["XDG_STATE_HOME"] = str(tmp_path / "state")
-    argv = [sys.executable, "-m", "joblocks", "--url", url, "--table", table, *args]
-    return subprocess.run(argv, capture_output=True, text=True, env=env, timeout=TIMEOUT)
+    return run_cli("--url", url, "--table", table, *args, env=env)
 
 
 def test_run_record_and_history(db_url: str, table_name: str, tmp_path: Path) -> None:

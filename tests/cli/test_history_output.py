@@ -1,24 +1,20 @@
 """``joblocks history --html``: a path that cannot be written is a one-line error naming
 it (a usage error, exit 2), not an internal error; ``-`` writes the page to stdout.
-Real ``python -m joblocks`` processes on SQLite."""
+On SQLite, the command line run in the test's process (``tests/support/cli.py``)."""
 
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from pathlib import Path
 
-TIMEOUT = 60
+from ..support.cli import Result, run_cli
 
 
-def cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+def cli(tmp_path: Path, *args: str) -> Result:
     env = {k: v for k, v in os.environ.items() if k != "JOBLOCKS_URL"}
     env["XDG_STATE_HOME"] = str(tmp_path / "state")
-    argv = [sys.executable, "-m", "joblocks", "--url", f"sqlite:///{tmp_path / 'locks.db'}"]
-    return subprocess.run(
-        [*argv, *args], capture_output=True, text=True, env=env, timeout=TIMEOUT, cwd=tmp_path
-    )
+    url = f"sqlite:///{tmp_path / 'locks.db'}"
+    return run_cli("--url", url, *args, env=env, cwd=tmp_path)
 
 
 def recorded(tmp_path: Path) -> None:

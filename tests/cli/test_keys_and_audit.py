@@ -1,37 +1,30 @@
 """The command line refuses keys holding U+241F (the separator of a counted lease's
 places) like other bad keys, still shows and releases a place by its row id, and names
-the effective user, not ``USER``/``LOGNAME``, in the forced-release audit line. Real
-``python -m joblocks`` processes."""
+the effective user, not ``USER``/``LOGNAME``, in the forced-release audit line. The
+command line runs in the test's process (``tests/support/cli.py``)."""
 
 from __future__ import annotations
 
 import os
 import pwd
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 import joblocks
 
-TIMEOUT = 60
+from ..support import cli
+
 MARK = "\u241f"
 
 
-def run_cli(tmp_path: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+def run_cli(tmp_path: Path, *args: str, **env: str) -> cli.Result:
     environ = dict(os.environ)
     environ.pop("JOBLOCKS_URL", None)
     environ["XDG_STATE_HOME"] = str(tmp_path / "state")
     environ.update(env)
     url = f"sqlite:///{tmp_path / 'locks.db'}"
-    return subprocess.run(
-        [sys.executable, "-m", "joblocks", "--url", url, *args],
-        capture_output=True,
-        text=True,
-        env=environ,
-        timeout=TIMEOUT,
-    )
+    return cli.run_cli("--url", url, *args, env=environ)
 
 
 def test_run_refuses_a_key_with_the_place_mark_like_other_bad_keys(tmp_path: Path) -> None:

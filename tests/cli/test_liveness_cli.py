@@ -1,5 +1,8 @@
 """``joblocks run --liveness session``: a run whose ``joblocks`` process was killed
-(SIGKILL, with its command) is taken over by the next run at once, not after the ttl."""
+(SIGKILL, with its command) is taken over by the next run at once, not after the ttl.
+
+The killed run is a real ``python -m joblocks`` process (it must die, as a process);
+the others run in the test's process (``tests/support/cli.py``)."""
 
 from __future__ import annotations
 
@@ -12,11 +15,17 @@ from pathlib import Path
 
 import joblocks
 
+from ..support.cli import run_cli
+
 TIMEOUT = 60
 
 
 def _argv(url: str, table: str, *args: str) -> list[str]:
-    return [sys.executable, "-m", "joblocks", "--url", url, "--table", table, *args]
+    return [sys.executable, "-m", "joblocks", *_words(url, table, *args)]
+
+
+def _words(url: str, table: str, *args: str) -> list[str]:
+    return ["--url", url, "--table", table, *args]
 
 
 def test_a_killed_run_is_taken_over_by_the_next_one(
@@ -37,20 +46,12 @@ def test_a_killed_run_is_taken_over_by_the_next_one(
             assert time.monotonic() < deadline, "the first run never took the key"
             time.sleep(0.05)
         # Another run is refused while the first one lives.
-        taken = subprocess.run(
-            _argv(db_url, table_name, *run, "--", "true"), timeout=TIMEOUT, check=False
-        )
-        assert taken.returncode == 9
+        taken = run_cli(*_words(db_url, table_name, *run, "--", "true"))
+        assert taken.returncode == 9, taken.stderr
         os.killpg(first.pid, signal.SIGKILL)
         first.wait(timeout=TIMEOUT)
         ran = tmp_path / "ran"
-        second = subprocess.run(
-            _argv(db_url, table_name, *run, "--", "touch", str(ran)),
-            timeout=TIMEOUT,
-            capture_output=True,
-            text=True,
-            check=False,
-        )
+        second = run_cli(*_words(db_url, table_name, *run, "--", "touch", str(ran)))
         assert second.returncode == 0, second.stderr
         assert ran.exists(), "the killed run's key was not taken over"
     finally:
@@ -61,12 +62,8 @@ def test_a_killed_run_is_taken_over_by_the_next_one(
 
 
 def test_an_unknown_liveness_is_a_usage_error(db_url: str, table_name: str) -> None:
-    result = subprocess.run(
-        _argv(db_url, table_name, "run", "k", "--ttl", "1m", "--liveness", "bogus", "--", "true"),
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT,
-        check=False,
+    result = run_cli(
+        *_words(db_url, table_name, "run", "k", "--ttl", "1m", "--liveness", "bogus", "--", "true")
     )
     assert result.returncode == 2
     assert "--liveness" in result.stderr

@@ -1,37 +1,31 @@
 """Passwords in URLs are never printed by the command line: ``where`` (text and JSON),
 ``doctor``, and every error line, for passwords in the user part and in password-like
-query parameters, and for URLs that do not parse. Real ``python -m joblocks`` processes;
-the servers are unreachable ports (nothing listens on port 1), so no server is needed."""
+query parameters, and for URLs that do not parse. The command line runs in the test's
+process (``tests/support/cli.py``); the servers are unreachable ports (nothing listens
+on port 1), so no server is needed."""
 
 from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-TIMEOUT = 60
+from ..support.cli import Result, run_cli
+
 SECRETS = ("hunter2", "s3cr")
 
 
-def joblocks_cli(tmp_path: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+def joblocks_cli(tmp_path: Path, *args: str, **env: str) -> Result:
     environ = dict(os.environ)
     environ.pop("JOBLOCKS_URL", None)
     environ["XDG_STATE_HOME"] = str(tmp_path / "state")
     environ.update(env)
-    return subprocess.run(
-        [sys.executable, "-m", "joblocks", *args],
-        capture_output=True,
-        text=True,
-        env=environ,
-        timeout=TIMEOUT,
-    )
+    return run_cli(*args, env=environ)
 
 
-def shows_no_secret(done: subprocess.CompletedProcess[str]) -> None:
+def shows_no_secret(done: Result) -> None:
     for secret in SECRETS:
         assert secret not in done.stdout + done.stderr, done.stdout + done.stderr
     assert "Traceback" not in done.stderr

@@ -1,5 +1,6 @@
-"""``joblocks run --max-holders N`` and ``joblocks peek`` of a counted key, as real
-``python -m joblocks`` processes on SQLite and PostgreSQL (the helpers of tests/cli)."""
+"""``joblocks run --max-holders N`` and ``joblocks peek`` of a counted key on SQLite and
+PostgreSQL (the helpers of tests/cli: the holders are real ``python -m joblocks``
+processes, the other calls run in the test's process)."""
 
 from __future__ import annotations
 

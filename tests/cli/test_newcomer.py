@@ -1,7 +1,8 @@
 """What a new user trips over (issue 12): the command line's durations, a fresh
 machine's first ``list``, help texts, one word for a state, the asyncio extra.
 
-Command-line behaviour runs as real ``python -m joblocks`` processes.
+The command line runs in the test's process (``tests/support/cli.py``); a Python
+without a module (``_blocked``) and the quick start are real processes.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ import joblocks
 import joblocks.aio
 import joblocks.contrib
 
+from ..support.cli import Result, run_cli
+
 TIMEOUT = 60
 
 
@@ -38,17 +41,8 @@ def fresh_env(tmp_path: Path) -> dict[str, str]:
     return env
 
 
-def joblocks_cli(
-    env: dict[str, str], *args: str, cwd: Path | None = None
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "joblocks", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=cwd,
-        timeout=TIMEOUT,
-    )
+def joblocks_cli(env: dict[str, str], *args: str, cwd: Path | None = None) -> Result:
+    return run_cli(*args, env=env, cwd=cwd)
 
 
 # -- durations on the command line -------------------------------------------------------

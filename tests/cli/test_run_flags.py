@@ -1,7 +1,11 @@
 """``joblocks run`` flags cron users expect: ``--max-hold`` (a kill-after),
 ``--jitter``, ``--timeout``, the lock in the command's environment (``JOBLOCKS_KEY``,
 ``JOBLOCKS_TOKEN``, ``JOBLOCKS_HOLDER``, ``JOBLOCKS_URL``), the help of ``--wait`` and
-``--record``, and a retried release. Real ``python -m joblocks`` processes.
+``--record``, and a retried release.
+
+A command the test waits for runs in the test's process (``tests/support/cli.py``); one
+that runs while the test goes on (``start``: sent a signal, or its output read while it
+runs) is a real ``python -m joblocks`` process.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from .test_cli import TIMEOUT, TRAP, Cli, catches, finish, lite, one_line, wait_for
+from .test_cli import TIMEOUT, TRAP, Cli, catches, finish, lite, one_line
 
 __all__ = ["lite"]  # the fixture, imported for these tests
 
@@ -26,6 +30,7 @@ STUBBORN = 'trap \'echo term > "$3"\' TERM; touch "$1"; while [ ! -e "$2" ]; do 
 
 
 def start(cli: Cli, *args: str) -> subprocess.Popen[str]:
+    """``joblocks ARGS`` as a real process, running while the test goes on."""
     proc = subprocess.Popen(
         cli.argv(*args),
         stdin=subprocess.DEVNULL,
@@ -44,10 +49,9 @@ def start(cli: Cli, *args: str) -> subprocess.Popen[str]:
 def test_max_hold_terminates_a_command_that_runs_too_long(lite: Cli) -> None:
     ready, go, out = (lite.tmp / f"long.{s}" for s in ("ready", "go", "out"))
     lite.gos.append(go)
-    proc = start(lite, "run", "job", "--ttl", "30s", "--max-hold", "1s", "--",
-                 "sh", "-c", TRAP, "long", str(ready), str(go), str(out))  # fmt: skip
-    wait_for(ready, proc)
-    code, _, err = finish(proc)
+    code, _, err = lite("run", "job", "--ttl", "30s", "--max-hold", "1s", "--",
+                        "sh", "-c", TRAP, "long", str(ready), str(go), str(out))  # fmt: skip
+    assert ready.exists(), err  # the command ran (and waited for a go that never came)
     assert code == 5, err  # the command's exit code after its SIGTERM trap
     assert out.read_text().strip() == "term"
     assert "--max-hold 1s" in err
@@ -59,10 +63,9 @@ def test_max_hold_kills_a_command_that_ignores_sigterm(lite: Cli) -> None:
     ready, go, out = (lite.tmp / f"stubborn.{s}" for s in ("ready", "go", "out"))
     lite.gos.append(go)
     # ttl 3s: the grace before SIGKILL is ttl/3 = 1s, and the lock is held throughout.
-    proc = start(lite, "run", "job", "--ttl", "3s", "--max-hold", "1s", "--",
-                 "sh", "-c", STUBBORN, "stubborn", str(ready), str(go), str(out))  # fmt: skip
-    wait_for(ready, proc)
-    code, _, err = finish(proc)
+    script = ["sh", "-c", STUBBORN, "stubborn", str(ready), str(go), str(out)]
+    code, _, err = lite("run", "job", "--ttl", "3s", "--max-hold", "1s", "--", *script)
+    assert ready.exists(), err
     assert code == 128 + signal.SIGKILL, err
     assert out.read_text().strip() == "term"  # SIGTERM first, ignored
     assert "SIGKILL" in err

@@ -1,4 +1,5 @@
-"""``joblocks run --schedule CRON [--timezone TZ] [--skip-exit-code N]``, as real processes."""
+"""``joblocks run --schedule CRON [--timezone TZ] [--skip-exit-code N]`` (the command line
+run in the test's process, ``tests/support/cli.py``)."""
 
 from __future__ import annotations
 

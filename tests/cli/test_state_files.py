@@ -1,7 +1,8 @@
 """The per-user SQLite file: private modes whatever the umask, refused when another user
 owns it or may write it, a relative ``XDG_STATE_HOME`` ignored, and SQLite paths that
-are not regular files refused before anything is created. Real ``python -m joblocks``
-processes."""
+are not regular files refused before anything is created. The command line runs in the
+test's process (``tests/support/cli.py``, with the umask and working directory of the
+call); a run whose files are looked at while it holds the lock is a real process."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ import time
 from pathlib import Path
 
 import pytest
+
+from ..support.cli import Result, run_cli
 
 TIMEOUT = 60
 
@@ -31,16 +34,8 @@ def env_for(tmp_path: Path, **extra: str) -> dict[str, str]:
 
 def joblocks_cli(
     env: dict[str, str], *args: str, umask: int | None = None, cwd: Path | None = None
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "joblocks", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=cwd,
-        timeout=TIMEOUT,
-        umask=-1 if umask is None else umask,
-    )
+) -> Result:
+    return run_cli(*args, env=env, cwd=cwd, umask=umask)
 
 
 def mode(path: Path) -> int:
@@ -63,6 +58,7 @@ def test_the_default_directory_and_files_are_private_under_umask_000(tmp_path: P
     env = env_for(tmp_path)
     ready, go = tmp_path / "ready", tmp_path / "go"
     script = 'touch "$1"; while [ ! -e "$2" ]; do sleep 0.02; done'
+    # A real process: the files are looked at while it holds the lock.
     proc = subprocess.Popen(
         [sys.executable, "-m", "joblocks", "run", "job", "--ttl", "30s", "--record", "--",
          "sh", "-c", script, "held", str(ready), str(go)],

@@ -1,16 +1,15 @@
 """``joblocks status``: per key the last run; overdue (exit 1) when a scheduled key had a
 complete slot with no run — every replica skipped, or none fired. On every database.
 
-The runs are real (``joblocks run --record``); to stand for a run minutes ago under a
-schedule, its row's start (and schedule) are then moved back with an UPDATE.
+The runs are real (``joblocks run --record``, in the test's process through
+``tests/support/cli.py``); to stand for a run minutes ago under a schedule, its row's
+start (and schedule) are then moved back with an UPDATE.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 from sqlalchemy import update
@@ -19,14 +18,13 @@ import joblocks
 from joblocks._ledger import ledger_of
 from joblocks._overdue import key_status
 
-TIMEOUT = 60
+from ..support.cli import Result, run_cli
 
 
-def cli(url: str, table: str, tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+def cli(url: str, table: str, tmp_path: Path, *args: str) -> Result:
     env = {k: v for k, v in os.environ.items() if k != "JOBLOCKS_URL"}
     env["XDG_STATE_HOME"] = str(tmp_path / "state")
-    argv = [sys.executable, "-m", "joblocks", "--url", url, "--table", table, *args]
-    return subprocess.run(argv, capture_output=True, text=True, env=env, timeout=TIMEOUT)
+    return run_cli("--url", url, "--table", table, *args, env=env)
 
 
 def backdate(url: str, table: str, key: str, minutes: float, schedule: str | None) -> None:

@@ -4,8 +4,8 @@ A key whose last run failed (the command exited non-zero) is ``FAILED`` and ``st
 exits 1. A run whose ``joblocks run`` process was killed (SIGKILL: it never writes its
 end) is ``abandoned`` once its lease is no longer live — expired, or broken by
 ``release --force`` — in ``status``, ``history`` and ``history --json``; while its
-holder lives it is ``running`` and healthy. All through real ``python -m joblocks``
-processes.
+holder lives it is ``running`` and healthy. The killed runs are real ``python -m
+joblocks`` processes; the other calls run in the test's process (``tests/support/cli.py``).
 """
 
 from __future__ import annotations
@@ -19,6 +19,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ..support.cli import Result, run_cli
+
 TIMEOUT = 60
 
 
@@ -28,9 +30,8 @@ def _env(tmp_path: Path) -> dict[str, str]:
     return env
 
 
-def cli(url: str, table: str, tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    argv = [sys.executable, "-m", "joblocks", "--url", url, "--table", table, *args]
-    return subprocess.run(argv, capture_output=True, text=True, env=_env(tmp_path), timeout=TIMEOUT)
+def cli(url: str, table: str, tmp_path: Path, *args: str) -> Result:
+    return run_cli("--url", url, "--table", table, *args, env=_env(tmp_path))
 
 
 def status_rows(url: str, table: str, tmp_path: Path) -> tuple[int, dict[str, str]]:

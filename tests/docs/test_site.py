@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from tests.docs.test_timeline_browser import chromium, dump_dom
+from tests.support.cli import run_cli
 
 ROOT = Path(__file__).resolve().parents[2]
 ROLE = re.compile(r":(?:py:)?(?:meth|class|func|attr|exc|mod|data|obj|const|ref|any):`?")
@@ -174,12 +175,7 @@ def test_cli_page_lists_every_command(site: Path) -> None:
     contents = source.split("- [Commands](#commands):", 1)[1].split("\n- ", 1)[0]
     assert sorted(re.findall(r"\]\(#([\w-]+)\)", contents)) == sorted(documented)
     # Each of them is a command of the program.
-    done = subprocess.run(
-        [sys.executable, "-m", "joblocks", "--help"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    done = run_cli("--help")
     assert done.returncode == 0
     for command in documented:
         assert re.search(rf"\b{command}\b", done.stdout), command

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from datetime import datetime, timedelta, timezone
 from html.parser import HTMLParser
 from pathlib import Path
@@ -23,6 +22,7 @@ import joblocks
 from joblocks._html import COLOURS, render
 from joblocks._ledger import Run, ledger_of
 from tests.docs.test_timeline_browser import chromium, dump_dom, png_pixels
+from tests.support.cli import run_cli
 
 T0 = datetime(2026, 12, 1, 3, 0, tzinfo=timezone.utc)
 
@@ -214,13 +214,7 @@ def test_prototype_keys_from_the_command_line(tmp_path: Path) -> None:
         model.dispose()
     page = tmp_path / "runs.html"
     env = {k: v for k, v in os.environ.items() if k != "JOBLOCKS_URL"}
-    done = subprocess.run(
-        [sys.executable, "-m", "joblocks", "--url", url, "history", "--html", str(page)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=env,
-    )
+    done = run_cli("--url", url, "history", "--html", str(page), env=env)
     assert done.returncode == 0, done.stderr
     text = Text()
     text.feed(dump_dom(browser, page, tmp_path / "chromium"))

@@ -13,7 +13,6 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import sys
 from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
@@ -24,6 +23,7 @@ from sqlalchemy import update
 import joblocks
 from joblocks._html import COLOURS
 from joblocks._ledger import ledger_of
+from tests.support.cli import run_cli
 from tests.support.matrix import unavailable
 
 
@@ -142,13 +142,7 @@ def test_timeline_in_chromium(tmp_path: Path) -> None:
     record_runs(url)
     page = tmp_path / "history.html"
     env = {k: v for k, v in os.environ.items() if k != "JOBLOCKS_URL"}
-    done = subprocess.run(
-        [sys.executable, "-m", "joblocks", "--url", url, "history", "--html", str(page)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=env,
-    )
+    done = run_cli("--url", url, "history", "--html", str(page), env=env)
     assert done.returncode == 0, done.stderr
     assert "wrote 6 runs" in done.stdout
     text = page.read_text(encoding="utf-8")

@@ -15,8 +15,6 @@ import json
 import os
 import shutil
 import signal
-import subprocess
-import sys
 import tempfile
 import time
 import uuid
@@ -31,6 +29,7 @@ import sqlalchemy as sa
 import joblocks
 import joblocks.aio
 
+from ..support.cli import run_cli
 from ..support.matrix import unavailable
 from ..support.pool import Pool
 from ..support.servers import (
@@ -144,8 +143,7 @@ def test_galera_doctor(galera_cluster: GaleraCluster, tmp_path: Path) -> None:
     env.pop("JOBLOCKS_URL", None)
 
     def doctor(table: str) -> tuple[int, dict[str, dict[str, Any]]]:
-        argv = [sys.executable, "-m", "joblocks", "--table", table, "doctor", url, "--json"]
-        done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=120)
+        done = run_cli("--table", table, "doctor", url, "--json", env=env)
         assert "Traceback" not in done.stderr, done.stderr
         report = json.loads(done.stdout)
         return done.returncode, {check["name"]: check for check in report["checks"]}

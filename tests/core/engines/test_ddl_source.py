@@ -29,6 +29,7 @@ from joblocks._dialects import profile
 from joblocks._schema import build_table, ddl_statements
 from joblocks.contrib.django._ddl import create_statements
 
+from ...support.cli import run_cli
 from ...support.databases import fresh_mariadb_database, fresh_pg_database
 from ...support.servers import Server
 
@@ -87,10 +88,7 @@ def _ensure_table_ran(url: str) -> list[str]:
 
 def _init_sql_printed(backend: str, tmp_path: Path) -> list[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("JOBLOCKS_")}
-    argv = [sys.executable, "-m", "joblocks", "--url", OFFLINE[backend], "init", "--sql"]
-    result = subprocess.run(
-        argv, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=60, check=False
-    )
+    result = run_cli("--url", OFFLINE[backend], "init", "--sql", env=env, cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     blocks = [block for block in result.stdout.split("\n\n") if not block.startswith("--")]
     assert all(block.rstrip().endswith(";") for block in blocks)

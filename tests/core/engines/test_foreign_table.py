@@ -6,8 +6,6 @@ Also: a failed table creation is named ``create table`` on both faces.
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,7 +16,7 @@ from sqlalchemy import Engine, create_engine, inspect, text
 import joblocks
 import joblocks.aio
 
-TIMEOUT = 60
+from ...support.cli import run_cli
 
 #: The shape of the issue: another library's lock table under the same name.
 FOREIGN = (
@@ -114,13 +112,7 @@ def test_init_refuses_a_foreign_table(
     db_url: str, plain: Engine, table_name: str, tmp_path: Path
 ) -> None:
     make_foreign(plain, table_name, FOREIGN)
-    done = subprocess.run(
-        [sys.executable, "-m", "joblocks", "--url", db_url, "--table", table_name, "init"],
-        capture_output=True,
-        text=True,
-        env=cli_env(tmp_path),
-        timeout=TIMEOUT,
-    )
+    done = run_cli("--url", db_url, "--table", table_name, "init", env=cli_env(tmp_path))
     assert done.returncode == 3, done  # EXIT_BACKEND, as documented in docs/cli.md
     assert done.stdout == ""
     message = done.stderr

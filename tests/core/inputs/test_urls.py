@@ -19,6 +19,8 @@ from sqlalchemy import make_url
 import joblocks
 import joblocks.aio
 
+from ...support.cli import run_cli
+
 FORM = "dialect://user:password@host:port/database"
 
 
@@ -264,13 +266,7 @@ def test_cli_reports_a_malformed_url_on_one_line_with_exit_3(
     env = dict(os.environ, XDG_STATE_HOME=str(tmp_path))
     env.pop("JOBLOCKS_URL", None)
     for command in (["list"], ["run", "k", "--ttl", "1m", "--", "true"], ["where"]):
-        result = subprocess.run(
-            [sys.executable, "-m", "joblocks", "--url", url, *command],
-            capture_output=True,
-            text=True,
-            env=env,
-            timeout=60,
-        )
+        result = run_cli("--url", url, *command, env=env)
         assert result.returncode == 3, (command, result.stderr)
         line = result.stderr.strip()
         assert len(line.splitlines()) == 1

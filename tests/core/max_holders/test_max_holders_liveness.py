@@ -22,6 +22,7 @@ import pytest
 
 import joblocks
 
+from ...support.cli import run_cli
 from ...support.liveness_holder import HolderProcess as Holder
 
 LONG_TTL = 60_000
@@ -165,13 +166,18 @@ def test_run_with_lock_and_lease_with_both(make_model: Callable[..., Any], key: 
 
 
 def _argv(url: str, table: str, *args: str) -> list[str]:
-    return [sys.executable, "-m", "joblocks", "--url", url, "--table", table, *args]
+    return [sys.executable, "-m", "joblocks", *_words(url, table, *args)]
+
+
+def _words(url: str, table: str, *args: str) -> list[str]:
+    return ["--url", url, "--table", table, *args]
 
 
 def test_cli_a_killed_runs_place_is_taken_by_the_next_run(
     db_url: str, table_name: str, key: str, tmp_path: Path
 ) -> None:
-    """``joblocks run --max-holders 2 --liveness session`` (real ``joblocks`` processes)."""
+    """``joblocks run --max-holders 2 --liveness session``: the runs that are killed are
+    real ``joblocks`` processes, the others run in this process (``tests/support/cli.py``)."""
     run = ("run", key, "--ttl", "60s", "--liveness", "session", "--max-holders", str(N))
     run += ("--conflict-exit-code", "9")
     runs = [
@@ -191,20 +197,12 @@ def test_cli_a_killed_runs_place_is_taken_by_the_next_run(
             assert time.monotonic() < deadline, "the runs never took their places"
             time.sleep(0.05)
         before = live_places(model, key)
-        third = subprocess.run(
-            _argv(db_url, table_name, *run, "--", "true"), timeout=CLI_TIMEOUT, check=False
-        )
-        assert third.returncode == 9  # N inside: refused
+        third = run_cli(*_words(db_url, table_name, *run, "--", "true"))
+        assert third.returncode == 9, third.stderr  # N inside: refused
         os.killpg(runs[0].pid, signal.SIGKILL)
         runs[0].wait(timeout=CLI_TIMEOUT)
         ran = tmp_path / "ran"
-        fourth = subprocess.run(
-            _argv(db_url, table_name, *run, "--", "touch", str(ran)),
-            timeout=CLI_TIMEOUT,
-            capture_output=True,
-            text=True,
-            check=False,
-        )
+        fourth = run_cli(*_words(db_url, table_name, *run, "--", "touch", str(ran)))
         assert fourth.returncode == 0, fourth.stderr
         assert ran.exists(), "the killed run's place was not taken over"
         after = live_places(model, key)

@@ -7,8 +7,6 @@ line as real processes."""
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Callable
@@ -18,7 +16,8 @@ from sqlalchemy import Engine, create_engine, text
 
 import joblocks
 
-TIMEOUT = 60
+from ...support.cli import Result, run_cli
+
 FOREIGN = "(id INTEGER PRIMARY KEY, name VARCHAR(50), payload VARCHAR(50))"
 
 
@@ -72,11 +71,11 @@ def test_runs_table_name_is_checked() -> None:
         joblocks.configure("sqlite:///x.db", runs_table_name="bad name")
 
 
-def cli(url: str, table: str, tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+def cli(url: str, table: str, tmp_path: Path, *args: str) -> Result:
+    """The command line, in this process (``tests/support/cli.py``)."""
     env = {k: v for k, v in os.environ.items() if k != "JOBLOCKS_URL"}
     env["XDG_STATE_HOME"] = str(tmp_path / "state")
-    argv = [sys.executable, "-m", "joblocks", "--url", url, "--table", table, *args]
-    return subprocess.run(argv, capture_output=True, text=True, env=env, timeout=TIMEOUT)
+    return run_cli("--url", url, "--table", table, *args, env=env)
 
 
 def test_the_command_line_refuses_it_and_takes_runs_table(tmp_path: Path) -> None:

@@ -4,8 +4,6 @@ and ``joblocks list`` printing them as it reads them."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -15,6 +13,7 @@ import pytest
 import joblocks
 from joblocks.cli._format import printable
 
+from ...support.cli import Result, run_cli
 from ...support.faces import run_on
 from .test_prune import HOUR, fill
 
@@ -116,10 +115,10 @@ def test_iter_locks_checks_its_arguments_at_the_call(
 # -- joblocks list --------------------------------------------------------------------------
 
 
-def _cli(url: str, table: str, *args: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
-    argv = [sys.executable, "-m", "joblocks", "--url", url, "--table", table, *args]
+def _cli(url: str, table: str, *args: str, tmp_path: Path) -> Result:
+    """The command line, in this process (``tests/support/cli.py``)."""
     env = {"XDG_STATE_HOME": str(tmp_path / "state"), "PATH": "/usr/bin:/bin"}
-    return subprocess.run(argv, capture_output=True, text=True, timeout=120, env=env)
+    return run_cli("--url", url, "--table", table, *args, env=env)
 
 
 @pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
