@@ -1,6 +1,6 @@
 """The checks of ``joblocks doctor``, one function each, in the order it runs them.
 
-Each adds its lines to the :class:`~joblocks.cli._report.Report` and returns whether the
+Each adds its lines to the :class:`~joblocks.cli._doctor_report.Report` and returns whether the
 checks that depend on it may run. What differs between databases comes from the
 family's profile (``joblocks._dialects``): the version floor, how the fencing counter
 is kept, whether a pooler can be recognised, whether the default isolation matters.
@@ -22,8 +22,8 @@ from .._errors import LockBackendError, translate
 from .._schema import fence_counter_name, fence_sequence_name
 from .._statements import PG_TIMELINE_SQL
 from ._common import operator
+from ._doctor_report import Report
 from ._hints import GRANT_HINT, POOLER_FIX, failure_hint
-from ._report import Report
 
 if TYPE_CHECKING:
     from .._model import JobLockModel

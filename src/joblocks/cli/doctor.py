@@ -40,9 +40,9 @@ from ._common import (
     sqlite_file,
     table_options,
 )
+from ._doctor_report import Report
 from ._format import dump_json, err, out
 from ._hints import failure_hint
-from ._report import Report
 
 
 def doctor(args: argparse.Namespace) -> int:
