@@ -182,3 +182,15 @@ def test_doctor_into_a_mariadb_statement_timeout_names_the_timeout(
         with root.cursor() as cur:
             cur.execute(f"DROP USER IF EXISTS '{user}'@'127.0.0.1'")
         root.close()
+
+
+def test_doctor_s_modules_leave_the_cli_s_error_report_alone() -> None:
+    """Importing doctor's modules binds no submodule over a name of ``joblocks.cli``
+    (a ``cli/_report.py`` would replace ``cli._report``, which reports every error)."""
+    import types
+
+    import joblocks.cli
+    import joblocks.cli.doctor
+
+    assert not isinstance(joblocks.cli._report, types.ModuleType)
+    assert callable(joblocks.cli._report)

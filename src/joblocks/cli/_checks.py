@@ -1,6 +1,6 @@
 """The checks of ``joblocks doctor``, one function each, in the order it runs them.
 
-Each adds its lines to the :class:`~joblocks.cli.doctor.Report` and returns whether the
+Each adds its lines to the :class:`~joblocks.cli._doctor_report.Report` and returns whether the
 checks that depend on it may run. What differs between databases comes from the
 family's profile (``joblocks._dialects``): the version floor, how the fencing counter
 is kept, whether a pooler can be recognised, whether the default isolation matters.
@@ -9,18 +9,24 @@ is kept, whether a pooler can be recognised, whether the default isolation matte
 from __future__ import annotations
 
 import contextlib
+import re
 import statistics
 import time
 import uuid
 from typing import TYPE_CHECKING, Any
 
-from .._dialects import profile
+from sqlalchemy import inspect, text
+
+from .._dialects import galera, profile
+from .._errors import LockBackendError, translate
+from .._schema import fence_counter_name, fence_sequence_name
+from .._statements import PG_TIMELINE_SQL
 from ._common import operator
+from ._doctor_report import Report
 from ._hints import GRANT_HINT, POOLER_FIX, failure_hint
 
 if TYPE_CHECKING:
     from .._model import JobLockModel
-    from .doctor import Report
 
 #: Round trips to measure (the median is reported).
 SAMPLES = 5
@@ -34,8 +40,6 @@ POOLER_ROUNDS = 5
 
 
 def connect(model: JobLockModel, report: Report) -> bool:
-    from .._errors import LockBackendError
-
     started = time.perf_counter()
     try:
         model.now_ms()
@@ -95,11 +99,6 @@ def clock(model: JobLockModel, report: Report) -> None:
 
 
 def table(model: JobLockModel, report: Report) -> bool:
-    from sqlalchemy import inspect, text
-
-    from .._errors import LockBackendError, translate
-    from .._schema import fence_counter_name, fence_sequence_name
-
     locks = model.table
     shown = locks.fullname
     fence_kind = profile(model.engine.dialect).fence_kind
@@ -155,8 +154,6 @@ def table(model: JobLockModel, report: Report) -> bool:
 
 
 def probe(model: JobLockModel, report: Report) -> None:
-    from .._errors import LockBackendError
-
     key = f"joblocks-doctor:{uuid.uuid4().hex}"
     holder = f"joblocks-doctor:{operator()}"[:200]
     tokens: list[int] = []
@@ -197,8 +194,6 @@ def probe(model: JobLockModel, report: Report) -> None:
 def pooler(model: JobLockModel, report: Report) -> None:
     """PostgreSQL: is a connection pooler in between, and does it share server
     connections between clients? (See the module docstring.)"""
-    from .._errors import LockBackendError, translate
-
     if not profile(model.engine.dialect).detects_pooler:
         return
     try:
@@ -247,8 +242,6 @@ def _pooler_seen(engine: Any) -> tuple[bool, bool]:
 
 def isolation(model: JobLockModel, report: Report) -> None:
     """PostgreSQL: say so when the default isolation is not read committed."""
-    from .._errors import LockBackendError, translate
-
     if not profile(model.engine.dialect).checks_isolation:
         return
     try:
@@ -279,11 +272,6 @@ _PG_TIMELINE_NOTE = (
 def _token_source(model: JobLockModel, report: Report, sequence: str) -> bool:
     """The fencing sequence as a token source: on PostgreSQL with the server's timeline;
     on a Galera node it must not cache (``NOCACHE``) nor be ``INCREMENT BY 0``."""
-    from sqlalchemy import text
-
-    from .._dialects import galera
-    from .._statements import PG_TIMELINE_SQL
-
     family = profile(model.engine.dialect).family
     with model.engine.connect() as conn:
         if family == "postgresql":
@@ -333,11 +321,6 @@ def replication(model: JobLockModel, report: Report) -> None:
     """A replicated server: a MariaDB Galera node (cluster size, node state, what a
     crashed node's commit stall costs short keep-alive ttls), or a PostgreSQL primary
     (its standbys' mode: what a failover can lose)."""
-    from sqlalchemy import text
-
-    from .._dialects import galera
-    from .._errors import LockBackendError, translate
-
     family = profile(model.engine.dialect).family
     try:
         with translate("read the replication status", model.database):  # noqa: SIM117
@@ -409,7 +392,5 @@ def replication(model: JobLockModel, report: Report) -> None:
 
 def _suspect_seconds(provider_options: str) -> float:
     """``evs.suspect_timeout`` of Galera's provider options, in seconds (5 by default)."""
-    import re
-
     found = re.search(r"evs\.suspect_timeout\s*=\s*PT([0-9.]+)S", provider_options)
     return float(found.group(1)) if found else 5.0

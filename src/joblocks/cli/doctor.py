@@ -24,9 +24,12 @@ privileges, a missing database, the connection itself; never by its message text
 from __future__ import annotations
 
 import argparse
-from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any
+from dataclasses import asdict
+from typing import Any
 
+from .._engines import mask
+from .._errors import LockBackendError
+from .._model import JobLockModel
 from . import _checks
 from ._common import (
     EXIT_NO,
@@ -37,48 +40,9 @@ from ._common import (
     sqlite_file,
     table_options,
 )
+from ._doctor_report import Report
 from ._format import dump_json, err, out
 from ._hints import failure_hint
-
-if TYPE_CHECKING:
-    pass
-
-
-@dataclass
-class Check:
-    """One line of the report."""
-
-    name: str
-    status: str  # "ok", "warn" or "fail"
-    detail: str
-    fix: str | None = None
-
-    def text(self) -> str:
-        return self.detail if self.fix is None else f"{self.detail}: {self.fix}"
-
-
-@dataclass
-class Report:
-    """Everything ``doctor`` found."""
-
-    database: str | None = None
-    source: str | None = None
-    table: str | None = None
-    server: str | None = None
-    round_trip_ms: float | None = None
-    pooler: str | None = None
-    """PostgreSQL: ``"transaction"`` when a pooler shares server connections between
-    clients, ``"session"`` when one sits in between but does not, None without one."""
-    clock_offset_ms: float | None = None
-    checks: list[Check] = field(default_factory=list)
-
-    def add(self, name: str, status: str, detail: str, fix: str | None = None) -> bool:
-        self.checks.append(Check(name, status, detail, fix))
-        return status != "fail"
-
-    @property
-    def problems(self) -> list[Check]:
-        return [check for check in self.checks if check.status == "fail"]
 
 
 def doctor(args: argparse.Namespace) -> int:
@@ -122,10 +86,6 @@ def _text(report: Report) -> str:
 
 
 def _examine(args: argparse.Namespace, report: Report) -> None:
-    from .._engines import mask
-    from .._errors import LockBackendError
-    from .._model import JobLockModel
-
     try:
         url, source = resolve_url(args)
         check_backend(url)
