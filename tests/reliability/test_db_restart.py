@@ -29,6 +29,7 @@ pytestmark = [pytest.mark.reliability, pytest.mark.server]
 SURVIVORS = 5
 BEFORE_S = 1.0  # workers run this long before the kill
 DOWN_S = 0.5  # the server stays down at least this long
+DOWN_MAX_S = 30.0  # and at most this long, waiting for the workers' calls to fail
 AFTER_S = 1.5  # workers run this long after the restart
 STARTED_S = 60.0  # how long the workers may take to start
 
@@ -88,11 +89,23 @@ def test_database_restart(
         killed_at = time.monotonic()
         server.kill()
         down_at = time.monotonic()
+        errors_at_down = pool.shared.inside.value
         waiter.join(30)
         blocker.invalidate()
         blocker.close()
         outage_errors = 0
-        while time.monotonic() < down_at + DOWN_S:
+
+        def long_enough() -> bool:
+            # DOWN_S, and (on a loaded machine calls are slow) until the workers' errors
+            # include a call made while the server is down: each worker has at most one
+            # call in flight at the kill, so one error more than there are workers.
+            now = time.monotonic()
+            if now < down_at + DOWN_S:
+                return False
+            errors = pool.shared.inside.value - errors_at_down
+            return errors > len(calls) or now > down_at + DOWN_MAX_S
+
+        while not long_enough():
             with pytest.raises(joblocks.LockBackendError):
                 parent.peek(f"{prefix}-survivor-0")
             outage_errors += 1
