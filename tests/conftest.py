@@ -10,7 +10,7 @@ from __future__ import annotations
 import inspect
 import os
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +44,8 @@ SERIAL_PATHS = ("reliability", "races", "bench")
 
 def pytest_configure(config: pytest.Config) -> None:
     config._joblocks_servers = {}  # type: ignore[attr-defined]
+    if getattr(config.option, "joblocks_own_servers", False):
+        return  # each worker starts servers of its own (pytest_cmdline_main)
     if config.getoption("dist", "no") != "no" and not hasattr(config, "workerinput"):
         # The controller of a parallel run: one set of servers for every worker.
         from .support.shared import start_keeper
@@ -75,7 +77,10 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
 def pytest_cmdline_main(config: pytest.Config) -> None:
     """Run the races, the reliability scenarios and the benchmark smokes in one process
     (``-n 0``) when they are asked for (``-m reliability``, a path under
-    ``tests/reliability``, ``tests/core/races`` or ``tests/core/bench``)."""
+    ``tests/reliability``, ``tests/core/races`` or ``tests/core/bench``), unless ``-n``
+    is given on the command line: then each worker starts servers of its own (a
+    scenario kills, restarts and cuts off its servers) and tests are sent one by one
+    (``--dist loadgroup``: the tests of one Galera cluster go to one worker)."""
     if not config.getoption("numprocesses", None):
         return
     expression = config.getoption("markexpr", "") or ""
@@ -83,8 +88,25 @@ def pytest_cmdline_main(config: pytest.Config) -> None:
     wanted = any(
         group in expression and f"not {group}" not in expression for group in SERIAL_GROUPS
     )
-    if wanted or named:
+    if not (wanted or named):
+        return
+    if _numprocesses_given(config.invocation_params.args):
+        config.option.joblocks_own_servers = True
+        if config.getoption("dist", "no") in ("no", "load"):
+            config.option.dist = "loadgroup"
+    else:
         config.option.numprocesses = 0
+
+
+def _numprocesses_given(args: Sequence[str]) -> bool:
+    """Whether ``-n``/``--numprocesses`` is among the command line's own arguments
+    (``addopts`` gives ``-n auto`` to every run)."""
+    return any(
+        a in ("-n", "--numprocesses")
+        or a.startswith("--numprocesses=")
+        or (a.startswith("-n") and not a.startswith("--"))
+        for a in args
+    )
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

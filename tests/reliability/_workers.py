@@ -268,7 +268,9 @@ def restart_worker(url: str, table_name: str, key: str, pause_s: float) -> dict[
     Cycles refresh(key) → peek(key) → acquire(own key) → release(own key), logging
     (start, end, operation, outcome, token of an acquire) of every call. ``lost``
     counts answers saying the held lease is gone; ``false`` counts refused acquires of
-    a key no one else uses: both must stay 0 whatever happens to the server.
+    a key no one else uses: both must stay 0 whatever happens to the server. The
+    pool's ``inside`` counter counts the workers in their loop, then every
+    ``LockBackendError`` (the test waits on both).
     """
     model = make_model(url, table_name)
     holder = joblocks.worker_id()
@@ -278,6 +280,9 @@ def restart_worker(url: str, table_name: str, key: str, pause_s: float) -> dict[
     lost = false = 0
     ops = ("refresh", "peek", "acquire", "release")
     start_together()
+    s = shared()
+    with s.inside.get_lock():
+        s.inside.value += 1  # started: the test kills the server once every worker is here
     i = 0
     while not stopped():
         op = ops[i % len(ops)]
@@ -298,6 +303,8 @@ def restart_worker(url: str, table_name: str, key: str, pause_s: float) -> dict[
             outcome = "ok"
         except joblocks.LockBackendError:
             outcome = "LockBackendError"
+            with s.inside.get_lock():
+                s.inside.value += 1  # counted by the test, which restarts the server
         except Exception as exc:
             outcome = f"{type(exc).__name__}: {exc}"
         log.append((began, time.monotonic(), op, outcome, token))

@@ -45,6 +45,9 @@ from .test_contention import Section, check_history
 # Starting the cluster (three nodes, two rsync state transfers) counts towards the
 # time-out of the test that first asks for it.
 pytestmark = [pytest.mark.reliability, pytest.mark.server, pytest.mark.timeout(900)]
+#: The Galera tests share one cluster (a session fixture): in a parallel run (``-n N``,
+#: ``--dist loadgroup``) they go to one worker, which starts it once.
+ONE_CLUSTER = pytest.mark.xdist_group("galera")
 
 HISTORY_S = {False: 6.0, True: 30.0}
 HISTORY_TTL_MS = 500
@@ -62,6 +65,7 @@ def _table() -> str:
 # -- Galera ----------------------------------------------------------------------------
 
 
+@ONE_CLUSTER
 def test_galera_contention_across_nodes(
     galera_cluster: GaleraCluster, pool: Pool, long_run: bool, report: Reporter
 ) -> None:
@@ -109,6 +113,7 @@ def test_galera_contention_across_nodes(
     assert errors == []
 
 
+@ONE_CLUSTER
 def test_galera_refuses_session_liveness(galera_cluster: GaleraCluster) -> None:
     table = _table()
     model = joblocks.JobLockModel(galera_cluster.urls[0], table_name=table)
@@ -123,6 +128,7 @@ def test_galera_refuses_session_liveness(galera_cluster: GaleraCluster) -> None:
         model.dispose()
 
 
+@ONE_CLUSTER
 def test_galera_refuses_session_liveness_asyncio(galera_cluster: GaleraCluster) -> None:
     async def attempt() -> None:
         model = joblocks.aio.JobLockModel(galera_cluster.urls[1], table_name=_table())
@@ -135,6 +141,7 @@ def test_galera_refuses_session_liveness_asyncio(galera_cluster: GaleraCluster) 
     asyncio.run(asyncio.wait_for(attempt(), 120))
 
 
+@ONE_CLUSTER
 def test_galera_doctor(galera_cluster: GaleraCluster, tmp_path: Path) -> None:
     """``joblocks doctor URL`` on a node: the cluster, the commit stall, the token source;
     a sequence made ``INCREMENT BY 0`` fails the fencing check."""
@@ -177,6 +184,7 @@ def test_galera_doctor(galera_cluster: GaleraCluster, tmp_path: Path) -> None:
     assert "INCREMENT BY 0" in checks["fencing"]["detail"]
 
 
+@ONE_CLUSTER
 def test_galera_quorum_loss_is_a_connection_error(
     galera_cluster: GaleraCluster, report: Reporter
 ) -> None:

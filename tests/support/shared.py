@@ -13,8 +13,10 @@ thread of the keeper that lives until the end of the run and then stops it, so i
 parent-death signal ends the server when the controlling process ends however it ends
 (SIGKILL included); SIGTERM unwinds the controller like Ctrl-C, and its cleanup stops
 them. A worker gets a :class:`SharedServer`, which refuses ``kill``/``start``/``stop``:
-a test that restarts a server needs one of its own (``start_postgres(tmp_path)``), or
-runs without xdist (``-n 0``), as the reliability scenarios do.
+a test that restarts a server needs one of its own (``own_server``), or runs without
+a keeper: in one process (``-n 0``), or as the races and reliability scenarios do with
+``-n N`` on the command line, in workers that each start servers of their own
+(``tests/conftest.py``, ``pytest_cmdline_main``).
 """
 
 from __future__ import annotations

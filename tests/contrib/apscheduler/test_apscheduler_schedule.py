@@ -144,6 +144,7 @@ def test_schedule_option_is_a_bool() -> None:
         LockedExecutor(schedule="*/5 * * * *")  # type: ignore[arg-type]
 
 
+@pytest.mark.slow  # real 4 s slots: test_executor_runs_once_per_slot fires the executor by hand
 def test_two_real_schedulers_fire_apart_and_run_once_per_slot(
     model: joblocks.JobLockModel,
 ) -> None:
