@@ -56,8 +56,25 @@ __all__ = [
 ]
 
 
+def _rebuilt(
+    cls: type[BaseException], args: tuple[object, ...], state: dict[str, object]
+) -> BaseException:
+    """An exception made again from its pickled parts, without calling its ``__init__``."""
+    exc = cls.__new__(cls, *args)
+    exc.args = args
+    exc.__dict__.update(state)
+    return exc
+
+
 class LockError(Exception):
-    """Root of every exception joblocks raises (besides TypeError/ValueError for bad input)."""
+    """Root of every exception joblocks raises (besides TypeError/ValueError for bad input).
+
+    Every joblocks exception pickles (to and from a worker process of
+    ``concurrent.futures`` or ``multiprocessing``) with its message and attributes.
+    """
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (_rebuilt, (type(self), self.args, dict(self.__dict__)))
 
 
 class LockBackendError(LockError):
@@ -202,6 +219,9 @@ class LeaseLost(LockError):
 class NoReply(TimeoutError):
     """A database call abandoned when no reply came within the model's ``timeout``
     (private: it comes out as :class:`LockTimeoutError`)."""
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (_rebuilt, (type(self), self.args, dict(self.__dict__)))
 
     def __init__(self, timeout_ms: float) -> None:
         super().__init__(
