@@ -19,6 +19,8 @@ from typing import TYPE_CHECKING, Any, Callable, TypeVar
 from typing_extensions import Unpack
 
 from . import _ledger, _lifecycle, _ops, _steps, _validate
+from ._aio_keepalive import task_renewer
+from ._aio_lease import Lease
 from ._aio_sqlite import RERUN_SAFE, WAIT, LoopSQLite
 from ._aio_sqlite import usable as loop_usable
 from ._base import ModelCore
@@ -41,7 +43,6 @@ from ._steps import Attempt, FirstUse, Session, Sleep, Steps, Work
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncConnection
 
-    from ._aio_lease import Lease
 
 T = TypeVar("T")
 
@@ -85,6 +86,8 @@ class JobLockModel(ModelCore):
     ``datetime.timedelta``; default 5,000 ms) bounds a connection attempt, each wait
     for a reply and SQLite's wait for another writer, as on the sync face.
     """
+
+    _lease_type = Lease
 
     _asynchronous = True
 
@@ -316,8 +319,6 @@ class JobLockModel(ModelCore):
         task.add_done_callback(done)
 
     async def _take_keeper_now(self) -> None:
-        from ._keepalive import task_renewer
-
         async with self._keeper_guard():
             if self._keeper is not None and not self._keeper.invalidated:
                 return

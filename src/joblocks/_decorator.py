@@ -22,6 +22,7 @@ from ._base import log, wrong_face
 from ._identity import worker_id
 from ._model import JobLockModel
 from ._options import LeaseOptions, RunOptions, check_cancel_on_loss
+from ._run import _release_quietly, run_request
 
 if TYPE_CHECKING:
     from collections.abc import Coroutine
@@ -222,8 +223,6 @@ class SingleInstance:
     def _wrap_sync(
         self, fn: Callable[..., Any], template: KeyTemplate, model: JobLockModel | None
     ) -> Callable[..., Any]:
-        from ._run import run_request
-
         options = self._options
         name = _describe(fn)
 
@@ -243,7 +242,7 @@ class SingleInstance:
         return wrapper
 
     def _wrap_async(self, fn: Callable[..., Any], template: KeyTemplate) -> Callable[..., Any]:
-        from . import _aio_lease, aio
+        from . import _aio_run, aio
 
         model = self.model
         if model is not None and not isinstance(model, aio.JobLockModel):
@@ -260,7 +259,7 @@ class SingleInstance:
             async def work() -> None:
                 box.append(await fn(*args, **kwargs))
 
-            if await _aio_lease._run_request(model, key, options, work, cancel_on_loss):
+            if await _aio_run._run_request(model, key, options, work, cancel_on_loss):
                 return box[0]
             log.info("joblocks: %s skipped: %s (lock %r)", name, _slots.why_not(options), key)
             return None
@@ -345,8 +344,6 @@ def run_leased(
     The lease is released after the work (never raising; a warning when the work
     outlived a lease without keep-alive); an exception of ``work`` propagates.
     """
-    from ._run import _release_quietly
-
     if not isinstance(model, JobLockModel):
         raise wrong_face(model, "joblocks.JobLockModel")
     held = model._take(key, options.for_run(holder, min_hold_ms=min_hold_ms, schedule=schedule))

@@ -18,7 +18,7 @@ import socket
 import time
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Literal, Union
+from typing import TYPE_CHECKING, Any, Literal
 
 from sqlalchemy import Connection, MetaData, Table, delete, func, insert, or_, select, update
 
@@ -39,25 +39,14 @@ from ._steps import Sleep, Steps, call
 
 if TYPE_CHECKING:
     from ._base import ModelCore
-    from ._lease import LeaseBase
     from ._options import LeaseOptions
+    from ._state import LeaseState
     from ._statements import Statements
 
 Outcome = Literal["ok", "error", "lost", "skipped"]
-#: ``record=``: False (no ledger), True (every run), ``"all"`` (runs and skipped starts).
-Record = Union[bool, Literal["all"]]
 
 #: Rows deleted per statement by :func:`prune_runs`.
 PRUNE_BATCH = 1000
-
-
-def check_record(value: object, name: str = "record") -> Record:
-    """``record`` must be True, False or ``"all"`` (None: the model's setting)."""
-    if isinstance(value, bool) or value == "all":
-        return value
-    raise (ValueError if isinstance(value, str) else TypeError)(
-        f'{name} must be True, False or "all", not {value!r}'
-    )
 
 
 @dataclass(frozen=True)
@@ -176,7 +165,7 @@ def error_text(exc: BaseException) -> str:
     return mask_text(text)[:MAX_RUN_ERROR]
 
 
-def outcome_of(lease: LeaseBase) -> Outcome:
+def outcome_of(lease: LeaseState) -> Outcome:
     if lease.lost:
         return "lost"
     return "error" if lease._run_error is not None else "ok"
@@ -321,7 +310,7 @@ def _failed(key: str, holder: str, exc: BaseException) -> None:
 
 
 def _where(
-    opts: LeaseOptions, lease: LeaseBase | None, slot: tuple[int, int] | None = None
+    opts: LeaseOptions, lease: LeaseState | None, slot: tuple[int, int] | None = None
 ) -> dict[str, Any]:
     if lease is not None:
         slot = lease.slot
@@ -337,7 +326,7 @@ def _where(
     }
 
 
-def record_start(model: ModelCore, lease: LeaseBase, opts: LeaseOptions) -> Steps[None]:
+def record_start(model: ModelCore, lease: LeaseState, opts: LeaseOptions) -> Steps[None]:
     """Write the row of a run that starts under ``lease``; never raises."""
     try:
         values = {"key": lease.key, **_where(opts, lease)}
@@ -348,7 +337,7 @@ def record_start(model: ModelCore, lease: LeaseBase, opts: LeaseOptions) -> Step
     lease._run_id = run_id
 
 
-def record_end(lease: LeaseBase) -> Steps[None]:
+def record_end(lease: LeaseState) -> Steps[None]:
     """Write how the run under ``lease`` ended; never raises."""
     run_id = lease._run_id
     if run_id is None:

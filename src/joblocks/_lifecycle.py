@@ -35,8 +35,8 @@ from ._steps import Shielded, Sleep, Steps, Work, call
 
 if TYPE_CHECKING:
     from ._base import ModelCore
-    from ._lease import LeaseBase
     from ._options import LeaseOptions
+    from ._state import LeaseState
 
 
 def identify(model: ModelCore) -> Steps[tuple[Any, ...]]:
@@ -289,7 +289,7 @@ def _drop_grant(model: ModelCore, row: str, holder: str, grant: _ops.Grant | Non
 
 
 def lease_refresh(
-    lease: LeaseBase, ttl: _validate.Duration | None, min_hold: _validate.Duration | None
+    lease: LeaseState, ttl: _validate.Duration | None, min_hold: _validate.Duration | None
 ) -> Steps[bool]:
     """``Lease.refresh``: nothing is sent once the lease is released or lost."""
     args = lease._refresh_args(ttl, min_hold)
@@ -304,7 +304,7 @@ def lease_refresh(
     return lease._refreshed(expires, sent, *args)
 
 
-def lease_release(lease: LeaseBase) -> Steps[bool]:
+def lease_release(lease: LeaseState) -> Steps[bool]:
     """``Lease.release``: once; the row is kept until a ``min_hold`` still ahead."""
     if not lease._begin_release():
         return False
@@ -343,7 +343,7 @@ def lease_release(lease: LeaseBase) -> Steps[bool]:
     return bool(released)
 
 
-def ensure_held(lease: LeaseBase) -> Steps[None]:
+def ensure_held(lease: LeaseState) -> Steps[None]:
     """``Lease.ensure_held``: ``LeaseLost`` unless the database still has the grant live."""
     if lease._lost_reason is not None or lease._released:
         raise lease._lost_error()
@@ -355,7 +355,7 @@ def ensure_held(lease: LeaseBase) -> Steps[None]:
         raise lease._lost_error()
 
 
-def renew_once(lease: LeaseBase) -> Steps[None]:
+def renew_once(lease: LeaseState) -> Steps[None]:
     """One renewal by a keep-alive renewer; never raises.
 
     It runs on the connection the model keeps for its keep-alive leases, and is
@@ -438,7 +438,7 @@ RELEASE_ATTEMPTS = 3
 RELEASE_PAUSES_S = (0.5, 1.5)
 
 
-def release_retrying(lease: LeaseBase) -> Steps[bool]:
+def release_retrying(lease: LeaseState) -> Steps[bool]:
     """``Lease.release`` tried up to :data:`RELEASE_ATTEMPTS` times while the lease has
     time left; the last failure is raised. Each try is the same token-checked release,
     so a try whose commit was lost on the way back does no harm when sent again."""
@@ -458,7 +458,7 @@ def release_retrying(lease: LeaseBase) -> Steps[bool]:
         attempt += 1
 
 
-def release_quietly(lease: LeaseBase) -> Steps[None]:
+def release_quietly(lease: LeaseState) -> Steps[None]:
     """Release after the work, never raising (the lease expires on its own anyway),
     retried briefly (:func:`release_retrying`); shielded: a cancelled work still gets
     its release."""
@@ -470,7 +470,7 @@ def release_quietly(lease: LeaseBase) -> Steps[None]:
     after_release(lease, released)
 
 
-def after_release(lease: LeaseBase, released: bool) -> None:
+def after_release(lease: LeaseState, released: bool) -> None:
     """Warn when the work outlived its lease, or the lease was gone at release."""
     if lease.lost:
         return  # already reported when it was found lost

@@ -31,9 +31,9 @@ from ._records import JobLock
 if TYPE_CHECKING:
     from sqlalchemy import Connection
 
-    from ._lease import LeaseBase
     from ._options import LeaseOptions
     from ._schedule import Schedule
+    from ._state import LeaseState
     from ._statements import Statements
 
 log = logging.getLogger("joblocks")
@@ -132,7 +132,7 @@ def why_not(opts: LeaseOptions) -> str:
     return "held elsewhere"
 
 
-def started(lease: LeaseBase, slot: Slot) -> None:
+def started(lease: LeaseState, slot: Slot) -> None:
     """A scheduled grant: ``lease.slot``, and a release keeps the row to the slot's end."""
     last_skip.set(None)
     lease.slot = slot

@@ -51,6 +51,8 @@ NOT_ON_RUN_PATH = (
     "joblocks.aio",
     "joblocks._aio_model",
     "joblocks._aio_lease",
+    "joblocks._aio_keepalive",
+    "joblocks._aio_run",
     "joblocks.metrics",
     "joblocks.contrib",
     "joblocks.testing",
