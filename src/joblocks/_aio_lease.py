@@ -117,6 +117,6 @@ class Lease(LeaseState):
 
     async def __aexit__(self, *exc_info: object) -> None:
         if isinstance(exc_info[1], BaseException):
-            self._run_error = exc_info[1]
+            self._work_failed(exc_info[1])
         if not self.released:
             await self.release()

@@ -38,6 +38,7 @@ from ._options import (
 )
 from ._records import JobLock
 from ._sqla import greenlet_spawn, hands_off_per_statement
+from ._state import Outcome
 from ._steps import Attempt, FirstUse, Session, Sleep, Steps, Work
 
 if TYPE_CHECKING:
@@ -456,13 +457,23 @@ class JobLockModel(ModelCore):
         ``schedule``/``timezone``: at most one start per cron slot, as there.
         ``record``: the run ledger (see :meth:`joblocks.JobLockModel.try_lease`).
         """
+        return (await self._try_lease(lock_key, ttl, **options)).lease
+
+    async def _try_lease(
+        self,
+        lock_key: str,
+        ttl: _validate.Duration,
+        **options: Unpack[LeaseKwargs[Lease]],
+    ) -> Outcome[Lease]:
+        """:meth:`try_lease`'s outcome: acquired (its lease), taken, or skipped (why)."""
         key = _validate.lock_key(lock_key)
         return await self._take(key, LeaseOptions.of(ttl, options, "try_lease", LEASE_OPTIONS))
 
-    async def _take(self, key: str, opts: LeaseOptions) -> Lease | None:
-        """:meth:`try_lease` of a request already validated."""
-        held: Lease | None = await self._drive(_lifecycle.take(self, key, opts, time.monotonic()))
-        return held
+    async def _take(self, key: str, opts: LeaseOptions) -> Outcome[Lease]:
+        """:meth:`_try_lease` of a request already validated."""
+        steps = _lifecycle.take(self, key, opts, time.monotonic())
+        taken: Outcome[Lease] = await self._drive(steps)
+        return taken
 
     async def get(self, lock_key: str) -> JobLock | None:
         """The row of ``lock_key``, or None (same as :meth:`peek`)."""

@@ -25,6 +25,7 @@ from ._options import (
     check_cancel_on_loss,
 )
 from ._run import check_work
+from ._state import Outcome
 
 
 def _make_async(database: Database, **options: Any) -> JobLockModel:
@@ -99,7 +100,7 @@ async def run_with_lock(
     opts = LeaseOptions.of(ttl, options, "run_with_lock")
     check_work(work, asynchronous=True)
     check_cancel_on_loss(cancel_on_loss, opts.keepalive)
-    return await _run_request(model, key, opts, work, cancel_on_loss)
+    return (await _run_request(model, key, opts, work, cancel_on_loss)).lease is not None
 
 
 async def _run_request(
@@ -108,8 +109,9 @@ async def _run_request(
     opts: LeaseOptions,
     work: Callable[[], Awaitable[Any]],
     cancel_on_loss: bool,
-) -> bool:
-    """:func:`run_with_lock` of a request already validated (the decorator's)."""
+) -> Outcome[Lease]:
+    """:func:`run_with_lock` of a request already validated (the decorator's): acquired
+    (the work ran), taken, or skipped (why)."""
     model = resolve_model(model, JobLockModel, get_model, "joblocks.aio.JobLockModel")
     steps = _lifecycle.run_with_lock(model, key, opts, work, cancel_on_loss)
     return await model._drive(steps)
@@ -140,7 +142,7 @@ async def lease(
     key = _validate.lock_key(lock_key)
     opts = LeaseOptions.of(ttl, options, "lease", LEASE_OPTIONS)
     check_cancel_on_loss(cancel_on_loss, opts.keepalive)
-    held = await model._take(key, opts)
+    held = (await model._take(key, opts)).lease
     if held is None:
         raise LockNotAcquired(lock_key)
     watcher: asyncio.Task[None] | None = None
@@ -158,12 +160,12 @@ async def lease(
     try:
         yield held
     except asyncio.CancelledError as exc:
-        held._run_error = exc
+        held._work_failed(exc)
         if held.lost and cancel_on_loss:
             raise held._lost_error() from None
         raise
     except BaseException as exc:
-        held._run_error = exc
+        held._work_failed(exc)
         raise
     finally:
         if watcher is not None:

@@ -67,35 +67,34 @@ def _due(leases: list[Any], now: float) -> tuple[list[Any], list[Any], list[Any]
 
 
 class _Registry:
-    """Weak references to the leases of one renewer.
+    """Weak references to the leases of one renewer, by the lease's ``id``.
 
     A reference dies when its lease is garbage collected; the death is only noted (a
     list append, which takes no lock: the collector may run in any thread, even one
-    holding the renewer's lock) and the reference is dropped on the next look.
+    holding the renewer's lock) and the dead references are dropped on the next look.
     """
 
     def __init__(self) -> None:
-        self._refs: set[weakref.ref[Any]] = set()
+        self._refs: dict[int, weakref.ref[Any]] = {}
         self._dead: list[weakref.ref[Any]] = []
 
     def add(self, lease: Any) -> None:
-        ref = weakref.ref(lease, self._dead.append)
-        lease._renewer_ref = ref
-        self._refs.add(ref)
+        self._refs[id(lease)] = weakref.ref(lease, self._dead.append)
 
     def discard(self, lease: Any) -> None:
-        ref = getattr(lease, "_renewer_ref", None)
-        if ref is not None:
-            self._refs.discard(ref)
+        ref = self._refs.get(id(lease))
+        if ref is not None and ref() is lease:
+            del self._refs[id(lease)]
 
     def discard_all(self, leases: list[Any]) -> None:
         for lease in leases:
             self.discard(lease)
 
     def refs(self) -> list[weakref.ref[Any]]:
-        while self._dead:
-            self._refs.discard(self._dead.pop())
-        return list(self._refs)
+        if self._dead:
+            self._dead.clear()
+            self._refs = {key: ref for key, ref in self._refs.items() if ref() is not None}
+        return list(self._refs.values())
 
     def __len__(self) -> int:
         return len(self.refs())

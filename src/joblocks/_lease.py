@@ -94,6 +94,6 @@ class Lease(LeaseState):
 
     def __exit__(self, *exc_info: object) -> None:
         if isinstance(exc_info[1], BaseException):
-            self._run_error = exc_info[1]
+            self._work_failed(exc_info[1])
         if not self._released:
             self.release()

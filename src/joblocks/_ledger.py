@@ -326,6 +326,16 @@ def _where(
     }
 
 
+class RunRow:
+    """The ledger's part of a lease (``record=``): the row of its run, once written,
+    until its end is written."""
+
+    __slots__ = ("id",)
+
+    def __init__(self) -> None:
+        self.id: int | None = None
+
+
 def record_start(model: ModelCore, lease: LeaseState, opts: LeaseOptions) -> Steps[None]:
     """Write the row of a run that starts under ``lease``; never raises."""
     try:
@@ -334,15 +344,15 @@ def record_start(model: ModelCore, lease: LeaseState, opts: LeaseOptions) -> Ste
     except Exception as exc:
         _failed(lease.key, lease.holder, exc)
         return
-    lease._run_id = run_id
+    lease._run.id = run_id
 
 
 def record_end(lease: LeaseState) -> Steps[None]:
-    """Write how the run under ``lease`` ended; never raises."""
-    run_id = lease._run_id
-    if run_id is None:
+    """Write how the run under ``lease`` ended (once); never raises."""
+    run: RunRow | None = lease._run
+    if run is None or run.id is None:
         return
-    lease._run_id = None
+    run_id, run.id = run.id, None
     error = lease._run_error
     text = None if error is None else error_text(error)
     if text is None and lease.lost:

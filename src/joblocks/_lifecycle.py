@@ -31,12 +31,12 @@ from . import (
 from ._base import log
 from ._errors import LockBackendError, LockExistsError
 from ._records import JobLock
+from ._state import TAKEN, Acquired, LeaseState, Outcome, Skipped
 from ._steps import Shielded, Sleep, Steps, Work, call
 
 if TYPE_CHECKING:
     from ._base import ModelCore
     from ._options import LeaseOptions
-    from ._state import LeaseState
 
 
 def identify(model: ModelCore) -> Steps[tuple[Any, ...]]:
@@ -166,16 +166,17 @@ def take(
     started: float,
     *,
     times: bool = True,
-) -> Steps[Any]:
+) -> Steps[Outcome[Any]]:
     """Acquire ``key`` as a lease of the model's face, waiting ``opts.wait_ms`` with
-    backoff; the lease, or None when it stays taken. ``times=False``: MySQL's grant
-    times are read only when the lease needs them (keep-alive, ``on_lost``)."""
+    backoff: :class:`Acquired` with the lease, :class:`Taken` when it stays taken, or
+    :class:`Skipped` (``schedule=``) when its slot was already run. ``times=False``:
+    MySQL's grant times are read only when the lease needs them (keep-alive,
+    ``on_lost``)."""
     holder = opts.holder
+    record = model.record if opts.record is None else opts.record
     row = key  # the row taken: a place of the key with max_holders (``_places``)
     attempt = 0
     slot = None
-    if opts.schedule is not None:
-        _slots.last_skip.set(None)
     # schedule= and liveness="session" are not given together (LeaseOptions).
     live = None if opts.liveness == "ttl" else _liveness.Live(model, key)
     while True:
@@ -208,9 +209,9 @@ def take(
                 )
                 if skip is not None:
                     _slots.skipped(key, holder, skip)
-                    if (model.record if opts.record is None else opts.record) == "all":
+                    if record == "all":
                         yield from _ledger.record_skip(model, key, opts, skip.slot)
-                    return None
+                    return Skipped(skip.reason(key), skip.slot)
             if live is not None and opts.max_holders is None:
                 grant = yield from _liveness.granted(live, grant, holder, opts.ttl_ms)
         except BaseException as exc:
@@ -227,9 +228,9 @@ def take(
             if live is not None:
                 yield from _liveness.abandon(live)
             _events.emit("conflict", key, holder)
-            if (model.record if opts.record is None else opts.record) == "all":
+            if record == "all":
                 yield from _ledger.record_skip(model, key, opts, slot)
-            return None
+            return TAKEN
         yield Sleep(pause if live is None else _liveness.poll(pause))
     lease = None
     try:
@@ -237,20 +238,21 @@ def take(
         if grant.acquired_ms is None and (times or opts.keepalive or opts.on_lost):
             # MySQL/MariaDB report only the token: read the row's times.
             grant, mine = _ops.fill_times(grant, (yield from call(model, "peek", _ops.peek, row)))
-        lease = model._lease_type(model, **opts.lease_state(row, grant, sent, opts.ttl_ms))
-        if opts.max_holders is not None:
-            lease._group = (key, opts.max_holders)
-        if slot is not None:
-            _slots.started(lease, slot)
-        if live is not None:
-            lease._live = live
+        lease = model._lease_type(
+            model,
+            **opts.lease_state(row, grant, sent, opts.ttl_ms),
+            slot=slot,
+            group=None if opts.max_holders is None else (key, opts.max_holders),
+            live=live,
+            run=_ledger.RunRow() if record else None,
+        )
         waited = (sent - started) * 1000 if opts.wait_ms is not None else None
         _events.emit("acquired", row, holder, token=grant.fence, waited_ms=waited)
         if not mine:
             lease._mark_lost("the row changed right after it was granted")
         elif opts.keepalive:
             lease._keep_alive()
-        if model.record if opts.record is None else opts.record:
+        if record:
             yield from _ledger.record_start(model, lease, opts)
     except BaseException as exc:
         # Granted, but the lease never reaches the caller (cancelled, interrupted, or
@@ -263,7 +265,7 @@ def take(
             if live is not None:
                 yield from _liveness.abandon(live)
         raise
-    return lease
+    return Acquired(lease)
 
 
 def _drop_taken(model: ModelCore, holder: str, taken: tuple[Any, str]) -> Steps[None]:
@@ -325,8 +327,7 @@ def lease_release(lease: LeaseState) -> Steps[bool]:
         # holder and token check), so an outage does not block the key for the ttl.
         lease._release_failed()
         _events.emit("error", lease.key, lease.holder, token=lease.token, error=exc)
-        if lease._run_id is not None:
-            yield from _ledger.record_end(lease)
+        yield from _ledger.record_end(lease)
         raise
     finally:
         if lease._live is not None:
@@ -338,8 +339,7 @@ def lease_release(lease: LeaseState) -> Steps[bool]:
     _events.emit(
         "released", lease.key, lease.holder, token=lease.token, held_ms=held_ms, outcome=outcome
     )
-    if lease._run_id is not None:
-        yield from _ledger.record_end(lease)
+    yield from _ledger.record_end(lease)
     return bool(released)
 
 
@@ -399,8 +399,9 @@ def run_with_lock(
     opts: LeaseOptions,
     work: Callable[[], Any],
     cancel_on_loss: bool,
-) -> Steps[bool]:
-    """The in-process guard, the lease, the work, the release (never raising), in order."""
+) -> Steps[Outcome[Any]]:
+    """The in-process guard, the lease, the work, the release (never raising), in order:
+    :class:`Acquired` when the work ran (its lease, released), else why it did not."""
     started = time.monotonic()
     slot: tuple[Any, ...] = ((yield from identify(model)), key)
     if opts.max_holders is not None:
@@ -412,21 +413,22 @@ def run_with_lock(
         if pause is None:
             log.debug("joblocks: %r is already running in this process; skipped", key)
             _events.emit("conflict", key, opts.holder)
-            return False
+            return TAKEN
         yield Sleep(pause)
     try:
-        lease = yield from take(model, key, opts, started, times=False)
+        taken = yield from take(model, key, opts, started, times=False)
+        lease = taken.lease
         if lease is None:
             log.debug("joblocks: %r is held by another worker; skipped", key)
-            return False
+            return taken
         try:
             yield Work(work, lease, cancel_on_loss)
         except BaseException as exc:
-            lease._run_error = exc
+            lease._work_failed(exc)
             raise
         finally:
             yield from release_quietly(lease)
-        return True
+        return taken
     finally:
         _guard.leave(slot)
 

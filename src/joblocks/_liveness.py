@@ -317,10 +317,9 @@ class Live:
 def release(lease: LeaseState, kept: bool) -> Steps[None]:
     """After a lease's row was released: its session lock goes too. ``kept``: the row
     stays for a min_hold, so the registry stops naming it first (not to be taken over)."""
-    live: Live | None = getattr(lease, "_live", None)
+    live: Live | None = lease._live
     if live is None:
         return
-    lease._live = None
     try:
         if kept and live.held:
             yield from live.mark(None)

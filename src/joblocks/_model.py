@@ -22,6 +22,7 @@ from ._lease import Lease
 from ._ledger import Run
 from ._options import LEASE_OPTIONS, LeaseKwargs, LeaseOptions
 from ._records import JobLock
+from ._state import Outcome
 from ._steps import Attempt, FirstUse, Session, Sleep, Steps, Work
 
 T = TypeVar("T")
@@ -321,13 +322,22 @@ class JobLockModel(ModelCore):
         run to the run ledger (``job_runs``, see docs/ledger.md); ``"all"`` records a
         start that found the key taken as ``skipped`` too.
         """
+        return self._try_lease(lock_key, ttl, **options).lease
+
+    def _try_lease(
+        self,
+        lock_key: str,
+        ttl: _validate.Duration,
+        **options: Unpack[LeaseKwargs[Lease]],
+    ) -> Outcome[Lease]:
+        """:meth:`try_lease`'s outcome: acquired (its lease), taken, or skipped (why)."""
         key = _validate.lock_key(lock_key)
         return self._take(key, LeaseOptions.of(ttl, options, "try_lease", LEASE_OPTIONS))
 
-    def _take(self, key: str, opts: LeaseOptions) -> Lease | None:
-        """:meth:`try_lease` of a request already validated."""
-        lease: Lease | None = self._drive(_lifecycle.take(self, key, opts, time.monotonic()))
-        return lease
+    def _take(self, key: str, opts: LeaseOptions) -> Outcome[Lease]:
+        """:meth:`_try_lease` of a request already validated."""
+        taken: Outcome[Lease] = self._drive(_lifecycle.take(self, key, opts, time.monotonic()))
+        return taken
 
     # -- the plain model surface ------------------------------------------------
 

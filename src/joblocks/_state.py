@@ -26,8 +26,9 @@ import random
 import threading
 import time
 import weakref
+from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Callable
+from typing import Any, Callable, Generic, TypeVar, Union
 
 from sqlalchemy import Table, exists
 from sqlalchemy.sql.elements import ColumnElement
@@ -82,14 +83,18 @@ class LeaseState(abc.ABC):
     _model: Any  # the face's JobLockModel
     #: ``schedule=``: the slot this run started in, ``(start_ms, end_ms)`` epoch ms UTC
     #: by the database's clock (a release keeps the row until its end); else None.
-    slot: tuple[int, int] | None = None
-    #: The run ledger's row of this lease's run (``record=True``), and the work's error.
-    _run_id: int | None = None
+    slot: tuple[int, int] | None
+    #: The work's error (the run ledger records it; set by :meth:`_work_failed`).
     _run_error: BaseException | None = None
-    #: ``liveness="session"``: the lease's session lock (a ``_liveness.Live``).
-    _live: Any = None
+
+    # The features' parts, each given when the lease is made and then changed only by
+    # its feature's own functions (on the part's own attributes):
+    #: ``record=``: the run ledger's part (a ``_ledger.RunRow``), else None.
+    _run: Any
+    #: ``liveness="session"``: the lease's session lock (a ``_liveness.Live``), else None.
+    _live: Any
     #: A counted lease (``max_holders``): (the key, N); its ``key`` is its place's row.
-    _group: tuple[str, int] | None = None
+    _group: tuple[str, int] | None
 
     def __init__(
         self,
@@ -104,8 +109,16 @@ class LeaseState(abc.ABC):
         max_hold_ms: int | None,
         renew_every_ms: int | None,
         on_lost: Callable[[Any], None] | None,
+        slot: tuple[int, int] | None = None,
+        group: tuple[str, int] | None = None,
+        live: Any = None,
+        run: Any = None,
     ) -> None:
         self._table = table
+        self.slot = slot
+        self._group = group
+        self._live = live
+        self._run = run
         self.key = key
         self.holder = holder
         self.token = grant.fence
@@ -126,8 +139,9 @@ class LeaseState(abc.ABC):
         self._loss_alarm: Alarm | None = None
         self._min_hold_ms = min_hold_ms
         # The latest end of a hold promised by refresh(min_hold=...), epoch ms by the
-        # database's clock (0: none); a release keeps the row until then.
-        self._hold_until_ms = 0
+        # database's clock (0: none); a release keeps the row until then. A scheduled
+        # run's row is kept until the end of its slot.
+        self._hold_until_ms = 0 if slot is None else slot[1]
         self._max_hold_until = None if max_hold_ms is None else sent_at + max_hold_ms / 1000
         self._renew_every = (renew_every_ms if renew_every_ms is not None else ttl_ms / 3) / 1000
         self.next_renewal = sent_at + self._renew_every
@@ -335,6 +349,10 @@ class LeaseState(abc.ABC):
         self._disarm_loss()
         return True
 
+    def _work_failed(self, error: BaseException) -> None:
+        """The work under the lease raised ``error`` (the run ledger's ``error`` run)."""
+        self._run_error = error
+
     def _release_failed(self) -> None:
         """A release raised: nothing is known to be let go, so it may be sent again."""
         with self._state_lock:
@@ -425,3 +443,38 @@ def _loss_due(ref: weakref.ref[LeaseState]) -> Callable[[], None]:
             lease._loss_due()
 
     return fire
+
+
+# -- what taking a key gives ----------------------------------------------------------
+
+L = TypeVar("L", bound=LeaseState)
+
+
+@dataclass(frozen=True)
+class Acquired(Generic[L]):
+    """The key was granted: its lease (for ``run_with_lock``: the work ran under it)."""
+
+    lease: L
+
+
+@dataclass(frozen=True)
+class Taken:
+    """The key stayed held elsewhere (after any ``wait``), or this process was already
+    running it (``run_with_lock``'s in-process guard)."""
+
+    lease: None = None
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """``schedule=``: the start was skipped, its slot (``(start_ms, end_ms)``, epoch ms
+    UTC) already run; ``reason``: one line for logs and the command line."""
+
+    reason: str
+    slot: tuple[int, int]
+    lease: None = None
+
+
+#: What ``_lifecycle.take`` (and ``run_with_lock``) gives: ``.lease`` is the lease or None.
+Outcome = Union[Acquired[L], Taken, Skipped]
+TAKEN = Taken()
