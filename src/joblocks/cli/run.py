@@ -36,7 +36,6 @@ import time
 from types import FrameType
 from typing import TYPE_CHECKING, Any, Callable, Union
 
-from .._state import Skipped
 from . import _run_args
 from ._common import (
     EXIT_CANNOT_EXECUTE,
@@ -276,6 +275,8 @@ class _Run:
                 return 128 + exc.signum
             self.mode = "record"
             if lease is None:
+                from .._state import Skipped
+
                 if isinstance(taken, Skipped):
                     if not args.quiet:
                         err(f"{taken.reason}; not running {_command_text(self.command)}")
