@@ -8,26 +8,12 @@ import asyncio
 import builtins
 import contextlib
 from collections.abc import Awaitable
-from typing import Any, Callable, Protocol, TypeVar
-
-from sqlalchemy import Table
+from typing import Any, Callable
 
 from . import _lifecycle, _validate
+from ._aio_driver import Driver
 from ._aio_keepalive import task_renewer
 from ._state import LeaseState
-from ._steps import Steps
-
-T = TypeVar("T")
-
-
-class Driver(Protocol):
-    """What a lease needs of its model (the asyncio ``JobLockModel``)."""
-
-    table: Table
-
-    async def _drive(self, steps: Steps[T]) -> T: ...
-
-    def _keep_connection(self) -> None: ...
 
 
 class Lease(LeaseState):

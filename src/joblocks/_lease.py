@@ -4,26 +4,12 @@
 
 from __future__ import annotations
 
-from typing import Any, Protocol, TypeVar
-
-from sqlalchemy import Table
+from typing import Any
 
 from . import _lifecycle, _validate
+from ._driver import Driver
 from ._keepalive import thread_renewer
 from ._state import LeaseState
-from ._steps import Steps
-
-T = TypeVar("T")
-
-
-class Driver(Protocol):
-    """What a lease needs of its model (the sync ``JobLockModel``)."""
-
-    table: Table
-
-    def _drive(self, steps: Steps[T]) -> T: ...
-
-    def _keep_connection(self) -> None: ...
 
 
 class Lease(LeaseState):

@@ -4,7 +4,7 @@
 itself (``sqlite:///…`` → aiosqlite, ``postgresql://…`` → psycopg, ``mysql://…`` or
 ``mysql+pymysql://…`` → aiomysql), or an existing ``AsyncEngine``. Each operation is
 the very function the sync face runs (``_lifecycle`` and ``_ops``), driven by
-``_aio_model.JobLockModel._drive``.
+``_aio_driver.Driver._drive``.
 """
 
 from __future__ import annotations

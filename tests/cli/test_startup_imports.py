@@ -52,6 +52,7 @@ NOT_ON_RUN_PATH = (
     "joblocks._aio_model",
     "joblocks._aio_lease",
     "joblocks._aio_keepalive",
+    "joblocks._aio_driver",
     "joblocks._aio_run",
     "joblocks.metrics",
     "joblocks.contrib",
