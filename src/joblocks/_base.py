@@ -201,6 +201,12 @@ class ModelCore:
     #: The identity once read (see ``identity``).
     _found: _tables.TableIdentity | None = None
 
+    def _identified(self, found: _tables.TableIdentity) -> _tables.TableIdentity:
+        """Keep the identity ``found`` unless one was kept meanwhile; the one kept."""
+        if self._found is None:
+            self._found = found
+        return self._found
+
     @property
     def _first_use_name(self) -> str:
         return "create table" if self._create else "open database"

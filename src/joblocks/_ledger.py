@@ -344,7 +344,8 @@ def record_start(model: ModelCore, lease: LeaseState, opts: LeaseOptions) -> Ste
     except Exception as exc:
         _failed(lease.key, lease.holder, exc)
         return
-    lease._run.id = run_id
+    run: RunRow = lease._run
+    run.id = run_id
 
 
 def record_end(lease: LeaseState) -> Steps[None]:

@@ -41,10 +41,11 @@ if TYPE_CHECKING:
 
 def identify(model: ModelCore) -> Steps[tuple[Any, ...]]:
     """The table's identity (see ``ModelCore.identity``): read once, then kept."""
-    if model._found is None:
+    known = model._found
+    if known is None:
         found = yield from call(model, "identify table", _tables.table_identity, model.table)
-        model._found = model._found or found
-    return model._found.key
+        known = model._identified(found)
+    return known.key
 
 
 # -- leases ---------------------------------------------------------------------------
