@@ -1,89 +1,27 @@
-"""The asyncio face's leases: :class:`joblocks.aio.Lease`, ``lease()`` and
-``run_with_lock()`` (public in ``joblocks.aio``; the sync ones are in ``_lease`` and
-``_run``). Both drive the same ``_lifecycle`` generators as the sync face."""
+"""The asyncio face's ``Lease`` (:class:`joblocks.aio.Lease`): a lease's state
+(``_state``) driven through the life cycle (``_lifecycle``) by its model, kept alive
+by its event loop's renewer task (``_aio_keepalive``); the mirror of ``_lease``."""
 
 from __future__ import annotations
 
 import asyncio
 import builtins
 import contextlib
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import Awaitable
 from typing import Any, Callable
 
-from typing_extensions import Unpack
-
 from . import _lifecycle, _validate
-from ._aio_model import JobLockModel
-from ._config import resolve_model
-from ._errors import (
-    LockNotAcquired,
-)
-from ._keepalive import task_renewer
-from ._lease import LeaseBase
-from ._options import (
-    LEASE_OPTIONS,
-    LeaseKwargs,
-    LeaseOptions,
-    RunOptions,
-    check_cancel_on_loss,
-)
-from ._run import check_work
+from ._aio_driver import Driver
+from ._aio_keepalive import task_renewer
+from ._state import LeaseState
 
 
-def get_model(name: str | None = None) -> JobLockModel:
-    """The default asyncio model (``joblocks.aio.get_model``), looked up at each call."""
-    from .aio import get_model as configured
-
-    return configured(name)
-
-
-async def run_with_lock(
-    lock_key: str,
-    ttl: _validate.Duration,
-    work: Callable[[], Awaitable[Any]],
-    *,
-    model: JobLockModel | None = None,
-    cancel_on_loss: bool = False,
-    **options: Unpack[RunOptions[Lease]],
-) -> bool:
-    """Await ``work()`` only if ``lock_key`` can be taken for this worker; release after.
-
-    See :func:`joblocks.run_with_lock`. Cancellation inside ``work`` still releases,
-    then propagates. With ``keepalive=True`` and ``cancel_on_loss=True``, ``work`` is
-    cancelled when the lease is found lost, and :class:`LeaseLost` is raised.
-    ``schedule``/``timezone``: at most one start per cron slot (False when skipped).
-    ``record`` (True, False or ``"all"``; None: the model's) writes the run to the run
-    ledger, as for :func:`joblocks.run_with_lock`.
-
-    Every duration (``ttl``, ``renew_every``, ``min_hold``, ``wait``, ``max_hold``)
-    is milliseconds (int or float) or a ``datetime.timedelta``.
-    """
-    key = _validate.lock_key(lock_key)
-    opts = LeaseOptions.of(ttl, options, "run_with_lock")
-    check_work(work, asynchronous=True)
-    check_cancel_on_loss(cancel_on_loss, opts.keepalive)
-    return await _run_request(model, key, opts, work, cancel_on_loss)
-
-
-async def _run_request(
-    model: JobLockModel | None,
-    key: str,
-    opts: LeaseOptions,
-    work: Callable[[], Awaitable[Any]],
-    cancel_on_loss: bool,
-) -> bool:
-    """:func:`run_with_lock` of a request already validated (the decorator's)."""
-    model = resolve_model(model, JobLockModel, get_model, "joblocks.aio.JobLockModel")
-    steps = _lifecycle.run_with_lock(model, key, opts, work, cancel_on_loss)
-    return await model._drive(steps)
-
-
-class Lease(LeaseBase):
+class Lease(LeaseState):
     """One grant of a lock (asyncio face). ``async with`` releases it on exit."""
 
-    _model: JobLockModel
+    _model: Driver
 
-    def __init__(self, model: JobLockModel, **state: Any) -> None:
+    def __init__(self, model: Driver, **state: Any) -> None:
         super().__init__(table=model.table, **state)
         self._model = model
         self._loss_waiters: builtins.list[asyncio.Future[None]] = []
@@ -165,65 +103,6 @@ class Lease(LeaseBase):
 
     async def __aexit__(self, *exc_info: object) -> None:
         if isinstance(exc_info[1], BaseException):
-            self._run_error = exc_info[1]
+            self._work_failed(exc_info[1])
         if not self.released:
             await self.release()
-
-
-@contextlib.asynccontextmanager
-async def lease(
-    lock_key: str,
-    ttl: _validate.Duration,
-    *,
-    model: JobLockModel | None = None,
-    cancel_on_loss: bool = False,
-    **options: Unpack[LeaseKwargs[Lease]],
-) -> AsyncIterator[Lease]:
-    """``async with joblocks.aio.lease(key, ttl) as held:`` — raises
-    :class:`LockNotAcquired` when held elsewhere; released when the block exits.
-
-    With ``keepalive=True`` and ``cancel_on_loss=True``, the task running the block is
-    cancelled when the lease is found lost; :class:`LeaseLost` is raised from it.
-    ``schedule``/``timezone``: at most one start per cron slot (a skipped start raises
-    :class:`LockNotAcquired`).
-    ``record``: the run ledger (an exception out of the block is an ``error`` run).
-
-    Every duration (``ttl``, ``renew_every``, ``min_hold``, ``wait``, ``max_hold``)
-    is milliseconds (int or float) or a ``datetime.timedelta``.
-    """
-    model = resolve_model(model, JobLockModel, get_model, "joblocks.aio.JobLockModel")
-    key = _validate.lock_key(lock_key)
-    opts = LeaseOptions.of(ttl, options, "lease", LEASE_OPTIONS)
-    check_cancel_on_loss(cancel_on_loss, opts.keepalive)
-    held = await model._take(key, opts)
-    if held is None:
-        raise LockNotAcquired(lock_key)
-    watcher: asyncio.Task[None] | None = None
-    if cancel_on_loss:
-        body = asyncio.current_task()
-        lost = asyncio.get_running_loop().create_future()
-        held._loss_waiters.append(lost)
-
-        async def cancel_body() -> None:
-            await lost
-            if body is not None:
-                body.cancel()
-
-        watcher = asyncio.ensure_future(cancel_body())
-    try:
-        yield held
-    except asyncio.CancelledError as exc:
-        held._run_error = exc
-        if held.lost and cancel_on_loss:
-            raise held._lost_error() from None
-        raise
-    except BaseException as exc:
-        held._run_error = exc
-        raise
-    finally:
-        if watcher is not None:
-            watcher.cancel()
-        await asyncio.shield(held.__aexit__(None, None, None))
-
-
-JobLockModel._lease_type = Lease

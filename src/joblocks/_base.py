@@ -11,6 +11,7 @@ from sqlalchemy import URL, Connection, Engine, MetaData, Table
 
 from . import _engines, _tables, _validate
 from ._dialects import profile
+from ._options import check_record
 from ._schema import JOB_LOCKS_TABLE_NAME, build_table, ensure_table
 from ._statements import AcquirePath, Statements, build
 
@@ -106,8 +107,6 @@ class ModelCore:
         runs_table_name: str | None = None,
     ) -> None:
         asynchronous = self._asynchronous
-        from ._ledger import check_record
-
         self.record = check_record(record)
         timeout_ms = None if timeout is None else _validate.duration_ms(timeout, "timeout")
         _validate.identifier(table_name, "table_name", _validate.MAX_TABLE_NAME)
@@ -201,6 +200,12 @@ class ModelCore:
 
     #: The identity once read (see ``identity``).
     _found: _tables.TableIdentity | None = None
+
+    def _identified(self, found: _tables.TableIdentity) -> _tables.TableIdentity:
+        """Keep the identity ``found`` unless one was kept meanwhile; the one kept."""
+        if self._found is None:
+            self._found = found
+        return self._found
 
     @property
     def _first_use_name(self) -> str:

@@ -8,8 +8,13 @@ from typing import Any, Callable, Generic, TypeVar
 
 from sqlalchemy import URL, Engine
 
+from . import _engines, _validate
 from ._base import Database, wrong_face
+from ._dialects import profile
 from ._engines import is_async_engine
+from ._model import JobLockModel
+from ._options import check_record
+from ._statements import ACQUIRE_PATHS
 
 M = TypeVar("M")
 
@@ -116,9 +121,6 @@ def _check_url(spec: Database, name: str, options: Mapping[str, Any]) -> None:
     """Refuse at ``configure()`` what the first use would refuse: a string that is not
     a database URL, a database joblocks does not support, an acquire path the
     database does not offer."""
-    from . import _engines
-    from ._dialects import profile
-
     if isinstance(spec, (str, URL)):
         url = _engines._parse(spec, name)
         _engines.check_backend(url, name)
@@ -136,8 +138,6 @@ def _check_url(spec: Database, name: str, options: Mapping[str, Any]) -> None:
 
 def check_options(options: Mapping[str, Any]) -> dict[str, Any]:
     """Model options given to ``configure``: known names, valid identifiers."""
-    from . import _validate
-
     for name in options:
         if name not in _OPTIONS:
             raise _validate.unknown_keyword("configure()", name, _OPTIONS, "option")
@@ -152,25 +152,17 @@ def check_options(options: Mapping[str, Any]) -> dict[str, Any]:
     for flag in ("create_table", "errors_as_taken"):
         if flag in options and not isinstance(options[flag], bool):
             raise TypeError(f"{flag} must be a bool, not {type(options[flag]).__name__}")
-    if options.get("acquire_path") is not None:
-        from ._statements import ACQUIRE_PATHS
-
-        if options["acquire_path"] not in ACQUIRE_PATHS:
-            raise ValueError(
-                f"acquire_path must be one of {ACQUIRE_PATHS}, got {options['acquire_path']!r}"
-            )
+    path = options.get("acquire_path")
+    if path is not None and path not in ACQUIRE_PATHS:
+        raise ValueError(f"acquire_path must be one of {ACQUIRE_PATHS}, got {path!r}")
     if options.get("timeout") is not None:
         _validate.duration_ms(options["timeout"], "timeout")
     if "record" in options:
-        from ._ledger import check_record
-
         check_record(options["record"])
     return dict(options)
 
 
 def _make_sync(database: Database, **options: Any) -> Any:
-    from ._model import JobLockModel
-
     return JobLockModel(database, **options)
 
 

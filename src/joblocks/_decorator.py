@@ -17,11 +17,14 @@ from typing import TYPE_CHECKING, Any, Callable, TypeVar, overload
 
 from typing_extensions import Unpack
 
-from . import _slots, _validate
+from . import _validate
 from ._base import log, wrong_face
 from ._identity import worker_id
+from ._lease import Lease
 from ._model import JobLockModel
 from ._options import LeaseOptions, RunOptions, check_cancel_on_loss
+from ._run import _release_quietly, run_request
+from ._state import Outcome, Skipped
 
 if TYPE_CHECKING:
     from collections.abc import Coroutine
@@ -222,8 +225,6 @@ class SingleInstance:
     def _wrap_sync(
         self, fn: Callable[..., Any], template: KeyTemplate, model: JobLockModel | None
     ) -> Callable[..., Any]:
-        from ._run import run_request
-
         options = self._options
         name = _describe(fn)
 
@@ -235,15 +236,16 @@ class SingleInstance:
             def work() -> None:
                 box.append(fn(*args, **kwargs))
 
-            if run_request(model, key, options, work):
+            taken = run_request(model, key, options, work)
+            if taken.lease is not None:
                 return box[0]
-            log.info("joblocks: %s skipped: %s (lock %r)", name, _slots.why_not(options), key)
+            log.info("joblocks: %s skipped: %s (lock %r)", name, _why_not(taken), key)
             return None
 
         return wrapper
 
     def _wrap_async(self, fn: Callable[..., Any], template: KeyTemplate) -> Callable[..., Any]:
-        from . import _aio_lease, aio
+        from . import _aio_run, aio
 
         model = self.model
         if model is not None and not isinstance(model, aio.JobLockModel):
@@ -260,9 +262,10 @@ class SingleInstance:
             async def work() -> None:
                 box.append(await fn(*args, **kwargs))
 
-            if await _aio_lease._run_request(model, key, options, work, cancel_on_loss):
+            taken = await _aio_run._run_request(model, key, options, work, cancel_on_loss)
+            if taken.lease is not None:
                 return box[0]
-            log.info("joblocks: %s skipped: %s (lock %r)", name, _slots.why_not(options), key)
+            log.info("joblocks: %s skipped: %s (lock %r)", name, _why_not(taken), key)
             return None
 
         return wrapper
@@ -337,23 +340,29 @@ def run_leased(
     holder: str,
     min_hold_ms: int | None = None,
     schedule: Schedule | None = None,
-) -> tuple[bool, R | None]:
-    """Run ``work()`` under a lease of ``key`` for ``holder``: ``(ran, result)``.
+) -> tuple[Outcome[Lease], R | None]:
+    """Run ``work()`` under a lease of ``key`` for ``holder``: ``(taken, result)``, where
+    ``taken`` is :class:`Acquired` when the work ran (``taken.lease``, released), else
+    :class:`Taken` or :class:`Skipped` (``schedule=``: its slot already run), with no
+    result.
 
     ``options`` were checked once, when the integration was set up; ``min_hold_ms``
-    (when given) is this run's hold. ``(False, None)`` when the lock is held elsewhere.
+    (when given) is this run's hold.
     The lease is released after the work (never raising; a warning when the work
     outlived a lease without keep-alive); an exception of ``work`` propagates.
     """
-    from ._run import _release_quietly
-
     if not isinstance(model, JobLockModel):
         raise wrong_face(model, "joblocks.JobLockModel")
-    held = model._take(key, options.for_run(holder, min_hold_ms=min_hold_ms, schedule=schedule))
-    if held is None:
-        return False, None
+    taken = model._take(key, options.for_run(holder, min_hold_ms=min_hold_ms, schedule=schedule))
+    if taken.lease is None:
+        return taken, None
     try:
         result = work()
     finally:
-        _release_quietly(held)
-    return True, result
+        _release_quietly(taken.lease)
+    return taken, result
+
+
+def _why_not(taken: Outcome[Any]) -> str:
+    """Why a run did not start, in a few words (the decorator's log line)."""
+    return "its schedule slot was already run" if isinstance(taken, Skipped) else "held elsewhere"

@@ -20,7 +20,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Callable, Literal, Union
+from typing import TYPE_CHECKING, Any, Callable, Literal
 
 from sqlalchemy import Connection, MetaData, Table, delete, func, insert, or_, select, update
 
@@ -41,13 +41,11 @@ from ._steps import Sleep, Steps, call
 
 if TYPE_CHECKING:
     from ._base import ModelCore
-    from ._lease import LeaseBase
     from ._options import LeaseOptions
+    from ._state import LeaseState
     from ._statements import Statements
 
 Outcome = Literal["ok", "error", "lost", "skipped"]
-#: ``record=``: False (no ledger), True (every run), ``"all"`` (runs and skipped starts).
-Record = Union[bool, Literal["all"]]
 
 #: Rows deleted per statement by :func:`prune_runs`.
 PRUNE_BATCH = 1000
@@ -55,15 +53,6 @@ PRUNE_BATCH = 1000
 #: say) at most this share of the model's ``timeout``: the server gives the wait up
 #: itself, before the call is abandoned at ``timeout`` (see :func:`_lock_waits_bounded`).
 LOCK_WAIT_SHARE = 0.8
-
-
-def check_record(value: object, name: str = "record") -> Record:
-    """``record`` must be True, False or ``"all"`` (None: the model's setting)."""
-    if isinstance(value, bool) or value == "all":
-        return value
-    raise (ValueError if isinstance(value, str) else TypeError)(
-        f'{name} must be True, False or "all", not {value!r}'
-    )
 
 
 @dataclass(frozen=True)
@@ -202,7 +191,7 @@ def error_text(exc: BaseException) -> str:
     return mask_text(text)[:MAX_RUN_ERROR]
 
 
-def lost_reason(lease: LeaseBase) -> str | None:
+def lost_reason(lease: LeaseState) -> str | None:
     """Why the run's lease was lost, or None: found lost, or (no keep-alive, or its
     renewals failing) its ttl ran out before the release, by this process's clock."""
     if lease.lost:
@@ -212,7 +201,7 @@ def lost_reason(lease: LeaseBase) -> str | None:
     return None
 
 
-def outcome_of(lease: LeaseBase) -> Outcome:
+def outcome_of(lease: LeaseState) -> Outcome:
     if lost_reason(lease) is not None:
         return "lost"
     return "error" if lease._run_error is not None else "ok"
@@ -393,7 +382,7 @@ def _failed(key: str, holder: str, exc: BaseException) -> None:
 
 
 def _where(
-    opts: LeaseOptions, lease: LeaseBase | None, slot: tuple[int, int] | None = None
+    opts: LeaseOptions, lease: LeaseState | None, slot: tuple[int, int] | None = None
 ) -> dict[str, Any]:
     if lease is not None:
         slot = lease.slot
@@ -409,7 +398,17 @@ def _where(
     }
 
 
-def record_start(model: ModelCore, lease: LeaseBase, opts: LeaseOptions) -> Steps[None]:
+class RunRow:
+    """The ledger's part of a lease (``record=``): the row of its run, once written,
+    until its end is written."""
+
+    __slots__ = ("id",)
+
+    def __init__(self) -> None:
+        self.id: int | None = None
+
+
+def record_start(model: ModelCore, lease: LeaseState, opts: LeaseOptions) -> Steps[None]:
     """Write the row of a run that starts under ``lease``; never raises."""
     try:
         values = {"key": lease.key, **_where(opts, lease)}
@@ -417,15 +416,16 @@ def record_start(model: ModelCore, lease: LeaseBase, opts: LeaseOptions) -> Step
     except Exception as exc:
         _failed(lease.key, lease.holder, exc)
         return
-    lease._run_id = run_id
+    run: RunRow = lease._run
+    run.id = run_id
 
 
-def record_end(lease: LeaseBase) -> Steps[None]:
-    """Write how the run under ``lease`` ended; never raises."""
-    run_id = lease._run_id
-    if run_id is None:
+def record_end(lease: LeaseState) -> Steps[None]:
+    """Write how the run under ``lease`` ended (once); never raises."""
+    run: RunRow | None = lease._run
+    if run is None or run.id is None:
         return
-    lease._run_id = None
+    run_id, run.id = run.id, None
     error = lease._run_error
     text = None if error is None else error_text(error)
     lost = lost_reason(lease)

@@ -1,10 +1,11 @@
 """The lock life cycle, written once for both faces (sans-I/O).
 
-Every operation of a model or a lease is a generator here: it validates its
-arguments, then yields the step it needs next and is sent that step's result
-back (an operation that is one call returns ``_steps.call``'s generator itself). A
-face only says how to do a step (``_steps``) in its driver: ``JobLockModel._drive``
-in ``_model`` calls and sleeps with ``time.sleep``, the one in ``_aio_model`` awaits
+Every operation of a lease is a generator here (the plain model's are in
+``_plain``): it validates its arguments, then yields the step it needs next and is
+sent that step's result back (an operation that is one call returns
+``_steps.call``'s generator itself). A
+face only says how to do a step (``_steps``) in its driver: ``Driver._drive`` in
+``_driver`` calls and sleeps with ``time.sleep``, the one in ``_aio_driver`` awaits
 and sleeps with ``asyncio.sleep``. An error of a step is thrown back into the
 generator at its ``yield``, so ``try``/``except``/``finally`` here mean the same on
 both faces. (The shape of h11 and httpcore: the protocol knows no I/O.)
@@ -29,131 +30,22 @@ from . import (
     _validate,
 )
 from ._base import log
-from ._errors import LockBackendError, LockExistsError
-from ._records import JobLock
+from ._errors import LockBackendError
+from ._state import TAKEN, Acquired, LeaseState, Outcome, Skipped
 from ._steps import Shielded, Sleep, Steps, Work, call
 
 if TYPE_CHECKING:
     from ._base import ModelCore
-    from ._lease import LeaseBase
     from ._options import LeaseOptions
 
 
 def identify(model: ModelCore) -> Steps[tuple[Any, ...]]:
     """The table's identity (see ``ModelCore.identity``): read once, then kept."""
-    if model._found is None:
+    known = model._found
+    if known is None:
         found = yield from call(model, "identify table", _tables.table_identity, model.table)
-        model._found = model._found or found
-    return model._found.key
-
-
-# -- the plain model surface -------------------------------------------------------
-
-
-def acquire_token(
-    model: ModelCore, lock_key: str, ttl: _validate.Duration, holder: str
-) -> Steps[int | None]:
-    key = _validate.lock_key(lock_key)
-    ttl_ms = _validate.duration_ms(ttl, "ttl")
-    who = _validate.holder(holder)
-    steps = call(model, "acquire", _ops.acquire_token, key, who, ttl_ms)
-    return _as_taken(model, key, steps) if model.errors_as_taken else steps
-
-
-def _as_taken(model: ModelCore, key: str, steps: Steps[int | None]) -> Steps[int | None]:
-    """``errors_as_taken=True``: an acquire that failed is reported as taken (None)."""
-    try:
-        return (yield from steps)
-    except LockBackendError as exc:
-        log.warning("joblocks: acquire of %r failed, reported as taken: %s", key, exc)
-        return None
-
-
-def release(model: ModelCore, lock_key: str, holder: str) -> Steps[bool]:
-    key = _validate.row_key(lock_key)
-    who = _validate.holder(holder)
-    return call(model, "release", _ops.release, key, who)
-
-
-def refresh(model: ModelCore, lock_key: str, ttl: _validate.Duration, holder: str) -> Steps[bool]:
-    key = _validate.row_key(lock_key)
-    ttl_ms = _validate.duration_ms(ttl, "ttl")
-    who = _validate.holder(holder)
-    return (yield from call(model, "refresh", _ops.refresh, key, who, ttl_ms)) is not None
-
-
-def peek(model: ModelCore, lock_key: str) -> Steps[JobLock | None]:
-    key = _validate.row_key(lock_key)
-    return call(model, "peek", _ops.peek, key)
-
-
-def holders(model: ModelCore, lock_key: str) -> Steps[list[JobLock]]:
-    key = _validate.lock_key(lock_key)
-    return call(model, "peek", _places.holders, model.table, key)
-
-
-def list_locks(model: ModelCore, state: _ops.State) -> Steps[list[JobLock]]:
-    _validate.state(state)
-    return call(model, "list", _ops.list_locks, state)
-
-
-def count(model: ModelCore, state: _ops.State) -> Steps[int]:
-    _validate.state(state)
-    return call(model, "count", _ops.count, state)
-
-
-def page(model: ModelCore, state: _ops.State, after: str, size: int) -> Steps[list[JobLock]]:
-    """One page of ``iter_locks`` (the faces loop over pages: a generator each)."""
-    return call(model, "list", _ops.list_page, state, after, size)
-
-
-def prune(
-    model: ModelCore, expired_for: _validate.Duration, batch_size: int, dry_run: bool
-) -> Steps[int]:
-    age_ms, size = _validate.prune_options(expired_for, batch_size, dry_run)
-    if dry_run:
-        return (yield from call(model, "prune", _ops.count_prunable, age_ms))
-    deleted = 0
-    after: str | None = ""
-    while True:
-        started = time.monotonic()
-        done, after = yield from call(model, "prune", _ops.prune_batch, age_ms, size, after)
-        deleted += done
-        if after is None:
-            return deleted
-        pause = _ops.prune_pause_s(model.statements.family, time.monotonic() - started)
-        if pause:
-            yield Sleep(pause)
-
-
-def insert(model: ModelCore, lock_key: str, holder: str, ttl: _validate.Duration) -> Steps[JobLock]:
-    key = _validate.lock_key(lock_key)
-    who = _validate.holder(holder)
-    ttl_ms = _validate.duration_ms(ttl, "ttl")
-    row = yield from call(model, "insert", _ops.insert, key, who, ttl_ms)
-    if row is None:
-        raise LockExistsError(key)
-    return row
-
-
-def update(
-    model: ModelCore, lock_key: str, holder: str | None, ttl: _validate.Duration | None
-) -> Steps[bool]:
-    key = _validate.lock_key(lock_key)
-    who = None if holder is None else _validate.holder(holder)
-    ttl_ms = None if ttl is None else _validate.duration_ms(ttl, "ttl")
-    if who is None and ttl_ms is None:
-        raise ValueError("update needs holder= or ttl= (or both)")
-    return (yield from call(model, "update", _ops.update, key, who, ttl_ms))
-
-
-def delete(model: ModelCore, lock_key: str) -> Steps[bool]:
-    key = _validate.row_key(lock_key)
-    return call(model, "delete", _ops.delete, key)
-
-
-def now_ms(model: ModelCore) -> Steps[int]:
-    return call(model, "read clock", _ops.now_ms)
+        known = model._identified(found)
+    return known.key
 
 
 # -- leases ---------------------------------------------------------------------------
@@ -166,16 +58,17 @@ def take(
     started: float,
     *,
     times: bool = True,
-) -> Steps[Any]:
+) -> Steps[Outcome[Any]]:
     """Acquire ``key`` as a lease of the model's face, waiting ``opts.wait_ms`` with
-    backoff; the lease, or None when it stays taken. ``times=False``: MySQL's grant
-    times are read only when the lease needs them (keep-alive, ``on_lost``)."""
+    backoff: :class:`Acquired` with the lease, :class:`Taken` when it stays taken, or
+    :class:`Skipped` (``schedule=``) when its slot was already run. ``times=False``:
+    MySQL's grant times are read only when the lease needs them (keep-alive,
+    ``on_lost``)."""
     holder = opts.holder
+    record = model.record if opts.record is None else opts.record
     row = key  # the row taken: a place of the key with max_holders (``_places``)
     attempt = 0
     slot = None
-    if opts.schedule is not None:
-        _slots.last_skip.set(None)
     # schedule= and liveness="session" are not given together (LeaseOptions).
     live = None if opts.liveness == "ttl" else _liveness.Live(model, key)
     while True:
@@ -208,9 +101,9 @@ def take(
                 )
                 if skip is not None:
                     _slots.skipped(key, holder, skip)
-                    if (model.record if opts.record is None else opts.record) == "all":
+                    if record == "all":
                         yield from _ledger.record_skip(model, key, opts, skip.slot)
-                    return None
+                    return Skipped(skip.reason(key), skip.slot)
             if live is not None and opts.max_holders is None:
                 grant = yield from _liveness.granted(live, grant, holder, opts.ttl_ms)
         except BaseException as exc:
@@ -227,9 +120,9 @@ def take(
             if live is not None:
                 yield from _liveness.abandon(live)
             _events.emit("conflict", key, holder)
-            if (model.record if opts.record is None else opts.record) == "all":
+            if record == "all":
                 yield from _ledger.record_skip(model, key, opts, slot)
-            return None
+            return TAKEN
         yield Sleep(pause if live is None else _liveness.poll(pause))
     lease = None
     try:
@@ -237,20 +130,21 @@ def take(
         if grant.acquired_ms is None and (times or opts.keepalive or opts.on_lost):
             # MySQL/MariaDB report only the token: read the row's times.
             grant, mine = _ops.fill_times(grant, (yield from call(model, "peek", _ops.peek, row)))
-        lease = model._lease_type(model, **opts.lease_state(row, grant, sent, opts.ttl_ms))
-        if opts.max_holders is not None:
-            lease._group = (key, opts.max_holders)
-        if slot is not None:
-            _slots.started(lease, slot)
-        if live is not None:
-            lease._live = live
+        lease = model._lease_type(
+            model,
+            **opts.lease_state(row, grant, sent, opts.ttl_ms),
+            slot=slot,
+            group=None if opts.max_holders is None else (key, opts.max_holders),
+            live=live,
+            run=_ledger.RunRow() if record else None,
+        )
         waited = (sent - started) * 1000 if opts.wait_ms is not None else None
         _events.emit("acquired", row, holder, token=grant.fence, waited_ms=waited)
         if not mine:
             lease._mark_lost("the row changed right after it was granted")
         elif opts.keepalive:
             lease._keep_alive()
-        if model.record if opts.record is None else opts.record:
+        if record:
             yield from _ledger.record_start(model, lease, opts)
     except BaseException as exc:
         # Granted, but the lease never reaches the caller (cancelled, interrupted, or
@@ -263,7 +157,7 @@ def take(
             if live is not None:
                 yield from _liveness.abandon(live)
         raise
-    return lease
+    return Acquired(lease)
 
 
 def _drop_taken(model: ModelCore, holder: str, taken: tuple[Any, str]) -> Steps[None]:
@@ -289,7 +183,7 @@ def _drop_grant(model: ModelCore, row: str, holder: str, grant: _ops.Grant | Non
 
 
 def lease_refresh(
-    lease: LeaseBase, ttl: _validate.Duration | None, min_hold: _validate.Duration | None
+    lease: LeaseState, ttl: _validate.Duration | None, min_hold: _validate.Duration | None
 ) -> Steps[bool]:
     """``Lease.refresh``: nothing is sent once the lease is released or lost."""
     args = lease._refresh_args(ttl, min_hold)
@@ -304,7 +198,7 @@ def lease_refresh(
     return lease._refreshed(expires, sent, *args)
 
 
-def lease_release(lease: LeaseBase) -> Steps[bool]:
+def lease_release(lease: LeaseState) -> Steps[bool]:
     """``Lease.release``: once; the row is kept until a ``min_hold`` still ahead."""
     if not lease._begin_release():
         return False
@@ -325,8 +219,7 @@ def lease_release(lease: LeaseBase) -> Steps[bool]:
         # holder and token check), so an outage does not block the key for the ttl.
         lease._release_failed()
         _events.emit("error", lease.key, lease.holder, token=lease.token, error=exc)
-        if lease._run_id is not None:
-            yield from _ledger.record_end(lease)
+        yield from _ledger.record_end(lease)
         raise
     finally:
         if lease._live is not None:
@@ -338,12 +231,11 @@ def lease_release(lease: LeaseBase) -> Steps[bool]:
     _events.emit(
         "released", lease.key, lease.holder, token=lease.token, held_ms=held_ms, outcome=outcome
     )
-    if lease._run_id is not None:
-        yield from _ledger.record_end(lease)
+    yield from _ledger.record_end(lease)
     return bool(released)
 
 
-def ensure_held(lease: LeaseBase) -> Steps[None]:
+def ensure_held(lease: LeaseState) -> Steps[None]:
     """``Lease.ensure_held``: ``LeaseLost`` unless the database still has the grant live."""
     if lease._lost_reason is not None or lease._released:
         raise lease._lost_error()
@@ -355,7 +247,7 @@ def ensure_held(lease: LeaseBase) -> Steps[None]:
         raise lease._lost_error()
 
 
-def renew_once(lease: LeaseBase) -> Steps[None]:
+def renew_once(lease: LeaseState) -> Steps[None]:
     """One renewal by a keep-alive renewer; never raises.
 
     It runs on the connection the model keeps for its keep-alive leases, and is
@@ -399,8 +291,9 @@ def run_with_lock(
     opts: LeaseOptions,
     work: Callable[[], Any],
     cancel_on_loss: bool,
-) -> Steps[bool]:
-    """The in-process guard, the lease, the work, the release (never raising), in order."""
+) -> Steps[Outcome[Any]]:
+    """The in-process guard, the lease, the work, the release (never raising), in order:
+    :class:`Acquired` when the work ran (its lease, released), else why it did not."""
     started = time.monotonic()
     slot: tuple[Any, ...] = ((yield from identify(model)), key)
     if opts.max_holders is not None:
@@ -412,21 +305,22 @@ def run_with_lock(
         if pause is None:
             log.debug("joblocks: %r is already running in this process; skipped", key)
             _events.emit("conflict", key, opts.holder)
-            return False
+            return TAKEN
         yield Sleep(pause)
     try:
-        lease = yield from take(model, key, opts, started, times=False)
+        taken = yield from take(model, key, opts, started, times=False)
+        lease = taken.lease
         if lease is None:
             log.debug("joblocks: %r is held by another worker; skipped", key)
-            return False
+            return taken
         try:
             yield Work(work, lease, cancel_on_loss)
         except BaseException as exc:
-            lease._run_error = exc
+            lease._work_failed(exc)
             raise
         finally:
             yield from release_quietly(lease)
-        return True
+        return taken
     finally:
         _guard.leave(slot)
 
@@ -438,7 +332,7 @@ RELEASE_ATTEMPTS = 3
 RELEASE_PAUSES_S = (0.5, 1.5)
 
 
-def release_retrying(lease: LeaseBase) -> Steps[bool]:
+def release_retrying(lease: LeaseState) -> Steps[bool]:
     """``Lease.release`` tried up to :data:`RELEASE_ATTEMPTS` times while the lease has
     time left; the last failure is raised. Each try is the same token-checked release,
     so a try whose commit was lost on the way back does no harm when sent again."""
@@ -458,7 +352,7 @@ def release_retrying(lease: LeaseBase) -> Steps[bool]:
         attempt += 1
 
 
-def release_quietly(lease: LeaseBase) -> Steps[None]:
+def release_quietly(lease: LeaseState) -> Steps[None]:
     """Release after the work, never raising (the lease expires on its own anyway),
     retried briefly (:func:`release_retrying`); shielded: a cancelled work still gets
     its release."""
@@ -470,7 +364,7 @@ def release_quietly(lease: LeaseBase) -> Steps[None]:
     after_release(lease, released)
 
 
-def after_release(lease: LeaseBase, released: bool) -> None:
+def after_release(lease: LeaseState, released: bool) -> None:
     """Warn when the work outlived its lease, or the lease was gone at release."""
     if lease.lost:
         return  # already reported when it was found lost

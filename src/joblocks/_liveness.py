@@ -40,7 +40,7 @@ import contextlib
 import hashlib
 import os
 import weakref
-from typing import TYPE_CHECKING, Any, Callable, Literal
+from typing import TYPE_CHECKING, Any, Callable
 
 from sqlalchemy import Connection, MetaData, Table
 from sqlalchemy import exc as sa_exc
@@ -54,10 +54,8 @@ from ._steps import Session, Sleep, Steps, call
 
 if TYPE_CHECKING:
     from ._base import ModelCore
-    from ._lease import LeaseBase
+    from ._state import LeaseState
 
-Liveness = Literal["ttl", "session"]
-LIVENESS: tuple[str, ...] = ("ttl", "session")
 #: Suffix of the registry table's name (beside the lock table, in its schema).
 REGISTRY_SUFFIX = "_live"
 #: A grant taken without the session lock tries for it again this many times, this far
@@ -67,15 +65,6 @@ RETRY_PAUSE_S = 0.005
 #: MariaDB's ``wait_timeout`` on a session-lock connection (seconds, its maximum): the
 #: server must not close an idle holder's connection, which would free its lock.
 _MYSQL_WAIT_TIMEOUT = 31_536_000
-
-
-def check(value: object) -> Liveness:
-    """Validate ``liveness``: ``"ttl"`` (the default) or ``"session"``."""
-    if not isinstance(value, str):
-        raise TypeError(f"liveness must be a str, not {type(value).__name__}")
-    if value not in LIVENESS:
-        raise ValueError(f"liveness must be 'ttl' or 'session', got {value!r}")
-    return value  # type: ignore[return-value]
 
 
 # -- the registry: key -> id, and the grant that holds the session lock ---------------
@@ -325,13 +314,12 @@ class Live:
                 log.warning("joblocks: unlocking the session lock of %r failed: %s", self.key, exc)
 
 
-def release(lease: LeaseBase, kept: bool) -> Steps[None]:
+def release(lease: LeaseState, kept: bool) -> Steps[None]:
     """After a lease's row was released: its session lock goes too. ``kept``: the row
     stays for a min_hold, so the registry stops naming it first (not to be taken over)."""
-    live: Live | None = getattr(lease, "_live", None)
+    live: Live | None = lease._live
     if live is None:
         return
-    lease._live = None
     try:
         if kept and live.held:
             yield from live.mark(None)

@@ -1,33 +1,25 @@
-"""``JobLockModel``: the sync face over the operations in ``_ops``."""
+"""``JobLockModel``: the sync face's model, its public surface over the life cycle
+(``_lifecycle``), driven by blocking calls (``_driver``)."""
 
 from __future__ import annotations
 
 import builtins
-import contextlib
-import threading
 import time
-import weakref
 from collections.abc import Iterator
-from typing import Any, Callable, TypeVar
 
-from sqlalchemy import Connection, Engine
 from typing_extensions import Unpack
 
-from . import _ledger, _lifecycle, _ops, _steps, _validate
-from ._base import ModelCore
-from ._connections import ConnectionCache
-from ._deadline import Bound
-from ._errors import NoReply, translate
+from . import _ledger, _lifecycle, _ops, _plain, _validate
+from ._driver import Driver
+from ._errors import translate
 from ._lease import Lease
 from ._ledger import Run
 from ._options import LEASE_OPTIONS, LeaseKwargs, LeaseOptions
 from ._records import JobLock
-from ._steps import Attempt, FirstUse, Session, Sleep, Steps, Work
-
-T = TypeVar("T")
+from ._state import Outcome
 
 
-class JobLockModel(ModelCore):
+class JobLockModel(Driver):
     """The lock table of one database: the four lease operations and the plain model.
 
     ``database`` is a URL (``"sqlite:///locks.db"``, ``"postgresql://app@db/app"``,
@@ -53,172 +45,6 @@ class JobLockModel(ModelCore):
 
     _asynchronous = False
 
-    def _set_up(self) -> None:
-        self._cache = (
-            ConnectionCache(self.engine, ping=self.statements.profile.ping)
-            if self.owns_engine
-            else None
-        )
-        self._table_lock = threading.Lock()
-        # Each call ends within ``timeout`` (seconds) on a server joblocks connects to
-        # (SQLite's waits are bounded by its busy timeout); None: unbounded.
-        single_file = self.statements.profile.single_file
-        self._bound_s = None if single_file or not self.owns_engine else self.timeout_ms / 1000
-        # The connection kept for the renewals of this model's keep-alive leases.
-        self._keeper: Connection | None = None
-        self._keeper_lock = threading.Lock()
-        # Closed connections when the model is dropped without dispose() (no
-        # ResourceWarning from unclosed SQLite connections, no idle server sessions).
-        weakref.finalize(self, _close, self._cache, self.engine if self.owns_engine else None)
-
-    # -- connections ---------------------------------------------------------------
-
-    @contextlib.contextmanager
-    def _connection(self) -> Iterator[Connection]:
-        if self._cache is not None:
-            with self._cache.connection() as cached:
-                yield cached
-            return
-        with self.engine.connect() as fresh:
-            yield fresh
-
-    def _call(self, operation: str, fn: Callable[..., T], *args: Any) -> T:
-        return self._drive(_steps.call(self, operation, fn, *args))
-
-    def _drive(self, steps: Steps[T]) -> T:
-        """Run the life-cycle generator ``steps`` to its end, doing each step it yields
-        by blocking calls (see ``_lifecycle``)."""
-        result: Any = None
-        error: BaseException | None = None
-        while True:
-            try:
-                step = steps.send(result) if error is None else steps.throw(error)
-            except StopIteration as done:
-                return done.value  # type: ignore[no-any-return]
-            result = error = None
-            try:
-                if step.__class__ is Attempt:
-                    result = self._attempt(step)
-                elif isinstance(step, Sleep):
-                    time.sleep(step.seconds)
-                elif isinstance(step, FirstUse):
-                    self._create_table()
-                elif isinstance(step, Work):
-                    step.work()
-                elif isinstance(step, Session):
-                    result = self._session(step)
-                else:
-                    result = self._drive(step.steps)  # type: ignore[union-attr]
-            except BaseException as exc:  # thrown back in at the yield
-                error = exc
-
-    def _attempt(self, step: Attempt) -> Any:
-        """One try of ``step.fn`` on a connection of the model."""
-        if step.keeper:
-            return self._on_keeper(step)
-        cache = self._cache
-        if cache is None:
-            with self.engine.connect() as fresh:
-                return self._send(fresh, step)
-        # The cache's context manager, inlined: this runs on every call.
-        conn = cache.take()
-        try:
-            result = self._send(conn, step)
-        except BaseException:
-            cache.put_after_error(conn)
-            raise
-        cache.put(conn)
-        return result
-
-    def _send(self, conn: Connection, step: Attempt) -> Any:
-        """``step.fn`` on ``conn``, abandoned (``NoReply``) when it does not end in time:
-        within ``timeout``, and by ``step.until``."""
-        bound_s = self._bound_s
-        until = step.until
-        if bound_s is None and until is None:
-            return step.fn(conn, self.statements, *step.args)
-        started = time.monotonic()
-        at = started + bound_s if bound_s is not None else until
-        if until is not None and until < at:  # type: ignore[operator]
-            at = until
-        assert at is not None  # noqa: S101 - one of the two is set
-        bound = Bound(at, conn.connection.dbapi_connection)
-        try:
-            result = step.fn(conn, self.statements, *step.args)
-        except BaseException as exc:
-            if bound.end():
-                _invalidate(conn)
-                raise NoReply((at - started) * 1000) from exc
-            raise
-        if bound.end():
-            _invalidate(conn)
-            raise NoReply((at - started) * 1000)
-        return result
-
-    # -- the keep-alive connection -------------------------------------------------
-
-    def _keep_connection(self) -> None:
-        """Make sure the model keeps a connection for its keep-alive renewals (taken
-        when a keep-alive lease is granted: on a model of joblocks's own engine, the
-        connection that granted it, idle in the cache). Best effort: without one, the
-        next renewal opens it."""
-        with self._keeper_lock:
-            if self._keeper is not None and not self._keeper.invalidated:
-                return
-            try:
-                self._keeper = self._cache.take() if self._cache else self.engine.connect()
-            except Exception:
-                self._keeper = None
-
-    def _on_keeper(self, step: Attempt) -> Any:
-        with self._keeper_lock:
-            conn = self._keeper
-            if conn is None or conn.invalidated or conn.closed:
-                self._keeper = None
-                conn = self._cache.take() if self._cache else self.engine.connect()
-                self._keeper = conn
-            try:
-                return self._send(conn, step)
-            except BaseException:
-                if conn.invalidated or conn.closed:
-                    self._keeper = None
-                    _discard(conn)
-                raise
-
-    def _let_keeper_go(self) -> None:
-        """The model has no keep-alive lease left: its kept connection goes back."""
-        with self._keeper_lock:
-            conn, self._keeper = self._keeper, None
-        if conn is None:
-            return
-        if self._cache is not None and not (conn.invalidated or conn.closed):
-            self._cache.put(conn)
-        else:
-            _discard(conn)
-
-    def _session(self, step: Session) -> Any:
-        """A connection kept for a lease's life (see ``_steps.Session``)."""
-        conn = self.engine.connect() if step.conn is None else step.conn
-        try:
-            result = None if step.fn is None else step.fn(conn, self.statements, *step.args)
-        except BaseException:
-            conn.invalidate()
-            conn.close()
-            raise
-        if step.conn is None:
-            return conn, result
-        if step.close:
-            conn.close()
-        return result
-
-    def _create_table(self) -> None:
-        with self._table_lock:
-            if self.table_ready:
-                return
-            with translate(self._first_use_name, self.database), self._connection() as conn:
-                self._first_use(conn, self._create)
-            self.table_ready = True
-
     def create_table(self) -> None:
         """Create the lock table and its fencing counter if they are missing.
 
@@ -237,7 +63,7 @@ class JobLockModel(ModelCore):
         call opens connections again.
         """
         self._let_keeper_go()
-        _close(self._cache, self.engine if self.owns_engine else None)
+        self._close_connections()
 
     # -- the reference's four operations -------------------------------------------
 
@@ -256,7 +82,7 @@ class JobLockModel(ModelCore):
         written with ``ttl`` at the database's ms N is live while its now < N + ttl.
         """
         # Not through acquire_token: one call less on the hot path.
-        return self._drive(_lifecycle.acquire_token(self, lock_key, ttl, holder)) is not None
+        return self._drive(_plain.acquire_token(self, lock_key, ttl, holder)) is not None
 
     def acquire_token(self, lock_key: str, ttl: _validate.Duration, holder: str) -> int | None:
         """Like :meth:`acquire`, returning the grant's fencing token (None when taken).
@@ -266,11 +92,11 @@ class JobLockModel(ModelCore):
 
         ``ttl`` is milliseconds (int or float) or a ``datetime.timedelta``.
         """
-        return self._drive(_lifecycle.acquire_token(self, lock_key, ttl, holder))
+        return self._drive(_plain.acquire_token(self, lock_key, ttl, holder))
 
     def release(self, lock_key: str, holder: str) -> bool:
         """Delete the row if ``holder`` holds it (a no-op otherwise); True when deleted."""
-        return self._drive(_lifecycle.release(self, lock_key, holder))
+        return self._drive(_plain.release(self, lock_key, holder))
 
     def refresh(self, lock_key: str, ttl: _validate.Duration, holder: str) -> bool:
         """Set the expiry to now + ``ttl`` (ms or timedelta) if the row is ``holder``'s,
@@ -283,16 +109,16 @@ class JobLockModel(ModelCore):
         extending, use :meth:`Lease.refresh` (``min_hold=``); this plain refresh has
         no minimum hold, as the plain :meth:`release` is the reference's delete.
         """
-        return self._drive(_lifecycle.refresh(self, lock_key, ttl, holder))
+        return self._drive(_plain.refresh(self, lock_key, ttl, holder))
 
     def peek(self, lock_key: str) -> JobLock | None:
         """The row of ``lock_key`` whatever its state (held or expired), or None."""
-        return self._drive(_lifecycle.peek(self, lock_key))
+        return self._drive(_plain.peek(self, lock_key))
 
     def holders(self, lock_key: str) -> builtins.list[JobLock]:
         """The holders of a key used with ``max_holders``: its place rows (held or
         expired) by place; empty when the key is not a counted lease's."""
-        return self._drive(_lifecycle.holders(self, lock_key))
+        return self._drive(_plain.holders(self, lock_key))
 
     # -- leases -----------------------------------------------------------------------
 
@@ -321,13 +147,22 @@ class JobLockModel(ModelCore):
         run to the run ledger (``job_runs``, see docs/ledger.md); ``"all"`` records a
         start that found the key taken as ``skipped`` too.
         """
+        return self._try_lease(lock_key, ttl, **options).lease
+
+    def _try_lease(
+        self,
+        lock_key: str,
+        ttl: _validate.Duration,
+        **options: Unpack[LeaseKwargs[Lease]],
+    ) -> Outcome[Lease]:
+        """:meth:`try_lease`'s outcome: acquired (its lease), taken, or skipped (why)."""
         key = _validate.lock_key(lock_key)
         return self._take(key, LeaseOptions.of(ttl, options, "try_lease", LEASE_OPTIONS))
 
-    def _take(self, key: str, opts: LeaseOptions) -> Lease | None:
-        """:meth:`try_lease` of a request already validated."""
-        lease: Lease | None = self._drive(_lifecycle.take(self, key, opts, time.monotonic()))
-        return lease
+    def _take(self, key: str, opts: LeaseOptions) -> Outcome[Lease]:
+        """:meth:`_try_lease` of a request already validated."""
+        taken: Outcome[Lease] = self._drive(_lifecycle.take(self, key, opts, time.monotonic()))
+        return taken
 
     # -- the plain model surface ------------------------------------------------
 
@@ -338,11 +173,11 @@ class JobLockModel(ModelCore):
     def list(self, state: _ops.State = "all") -> builtins.list[JobLock]:
         """All rows ordered by key; ``state="held"`` (alias ``"live"``) or ``"expired"``
         keeps the rows in that state by the database's clock (``"all"``: every row)."""
-        return self._drive(_lifecycle.list_locks(self, state))
+        return self._drive(_plain.list_locks(self, state))
 
     def count(self, state: _ops.State = "all") -> int:
         """How many rows there are (``state`` as in :meth:`list`)."""
-        return self._drive(_lifecycle.count(self, state))
+        return self._drive(_plain.count(self, state))
 
     def iter_locks(
         self, state: _ops.State = "all", *, batch_size: int = _ops.PAGE_SIZE
@@ -363,7 +198,7 @@ class JobLockModel(ModelCore):
     def _pages(self, state: _ops.State, size: int) -> Iterator[JobLock]:
         after: str | None = ""
         while after is not None:
-            page = self._drive(_lifecycle.page(self, state, after, size))
+            page = self._drive(_plain.page(self, state, after, size))
             yield from page
             after = _ops.next_after(page, size)
 
@@ -383,14 +218,14 @@ class JobLockModel(ModelCore):
         ``dry_run=True`` only counts the rows it would delete. Stopping it part-way
         (an error, an interrupt) leaves the batches already done deleted.
         """
-        return self._drive(_lifecycle.prune(self, expired_for, batch_size, dry_run))
+        return self._drive(_plain.prune(self, expired_for, batch_size, dry_run))
 
     def insert(self, lock_key: str, *, holder: str, ttl: _validate.Duration) -> JobLock:
         """Insert a new row with a new fencing token; ``LockExistsError`` if one exists.
 
         ``ttl`` is milliseconds (int or float) or a ``datetime.timedelta``.
         """
-        return self._drive(_lifecycle.insert(self, lock_key, holder, ttl))
+        return self._drive(_plain.insert(self, lock_key, holder, ttl))
 
     def update(
         self,
@@ -404,15 +239,15 @@ class JobLockModel(ModelCore):
         ``ttl`` is milliseconds (int or float) or a ``datetime.timedelta``. A new holder
         gets a new fencing token. True when the row exists.
         """
-        return self._drive(_lifecycle.update(self, lock_key, holder, ttl))
+        return self._drive(_plain.update(self, lock_key, holder, ttl))
 
     def delete(self, lock_key: str) -> bool:
         """Delete the row of ``lock_key`` whoever holds it; True when a row was deleted."""
-        return self._drive(_lifecycle.delete(self, lock_key))
+        return self._drive(_plain.delete(self, lock_key))
 
     def now_ms(self) -> int:
         """The database server's clock, in epoch milliseconds."""
-        return self._drive(_lifecycle.now_ms(self))
+        return self._drive(_plain.now_ms(self))
 
     # -- the run ledger (record=True) ------------------------------------------------
 
@@ -435,24 +270,3 @@ class JobLockModel(ModelCore):
         timedelta) ago by the database's clock, ``batch_size`` rows per statement (each
         its own short transaction); the number deleted."""
         return self._drive(_ledger.prune_runs(self, older_than, batch_size))
-
-
-def _invalidate(conn: Connection) -> None:
-    """Never use ``conn`` again (its owner closes it; its pool replaces it)."""
-    with contextlib.suppress(Exception):
-        conn.invalidate()
-
-
-def _discard(conn: Connection) -> None:
-    """Never use ``conn`` again: invalidated (its pool replaces it) and closed."""
-    with contextlib.suppress(Exception):
-        conn.invalidate()
-    with contextlib.suppress(Exception):
-        conn.close()
-
-
-def _close(cache: ConnectionCache | None, engine: Engine | None) -> None:
-    if cache is not None:
-        cache.close()
-    if engine is not None:
-        engine.dispose()

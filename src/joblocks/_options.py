@@ -12,17 +12,53 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import tzinfo
-from typing import TYPE_CHECKING, Any, Callable, Generic, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Generic, Literal, TypeVar, Union
 
 from typing_extensions import TypedDict
 
-from . import _liveness, _places, _validate
+from . import _validate
+from ._identity import worker_id
 from ._schedule import Schedule
 
 if TYPE_CHECKING:
     from . import _ops
 
 L = TypeVar("L")
+
+#: ``record=``: write runs to the ledger (True), also skipped starts (``"all"``), or not.
+Record = Union[bool, Literal["all"]]
+#: ``liveness=``: a holder is taken over after its ttl, or as soon as its session ends.
+Liveness = Literal["ttl", "session"]
+LIVENESS: tuple[str, ...] = ("ttl", "session")
+#: ``max_holders=`` is at most this.
+MAX_HOLDERS = 1000
+
+
+def check_record(value: object, name: str = "record") -> Record:
+    """``record`` must be True, False or ``"all"`` (None: the model's setting)."""
+    if isinstance(value, bool) or value == "all":
+        return value
+    raise (ValueError if isinstance(value, str) else TypeError)(
+        f'{name} must be True, False or "all", not {value!r}'
+    )
+
+
+def check_liveness(value: object) -> Liveness:
+    """Validate ``liveness``: ``"ttl"`` (the default) or ``"session"``."""
+    if not isinstance(value, str):
+        raise TypeError(f"liveness must be a str, not {type(value).__name__}")
+    if value not in LIVENESS:
+        raise ValueError(f"liveness must be 'ttl' or 'session', got {value!r}")
+    return value  # type: ignore[return-value]
+
+
+def check_max_holders(value: object) -> int:
+    """Check ``max_holders``: an int, 1 … 1000."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"max_holders must be an int, not {type(value).__name__}")
+    if not 1 <= value <= MAX_HOLDERS:
+        raise ValueError(f"max_holders must be between 1 and {MAX_HOLDERS}, got {value!r}")
+    return value
 
 
 class RunOptions(TypedDict, Generic[L], total=False):
@@ -146,18 +182,14 @@ class LeaseOptions:
             raise TypeError(f"on_lost must be callable, not {type(on_lost).__name__}")
         self.on_lost = on_lost
         self.schedule = schedule_option(schedule, timezone)
-        if record is not None:
-            from ._ledger import check_record
-
-            record = check_record(record)
-        self.record = record
-        self.liveness = _liveness.check(liveness)
+        self.record = None if record is None else check_record(record)
+        self.liveness = check_liveness(liveness)
         if self.liveness != "ttl" and self.schedule is not None:
             raise ValueError(
                 "liveness='session' cannot be combined with schedule= (a slot's run is not "
                 "taken over from a dead holder: the slot stays run)"
             )
-        self.max_holders = None if max_holders is None else _places.validate(max_holders)
+        self.max_holders = None if max_holders is None else check_max_holders(max_holders)
         if self.max_holders is not None and self.schedule is not None:
             raise ValueError("max_holders cannot be combined with schedule= (yet)")
 
@@ -219,8 +251,6 @@ class LeaseOptions:
         kept by a decorator follow a fork's new worker id)."""
         if self._holder is not None:
             return self._holder
-        from ._identity import worker_id
-
         return worker_id()
 
     def lease_state(

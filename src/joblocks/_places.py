@@ -44,9 +44,9 @@ from ._steps import Steps, call
 
 if TYPE_CHECKING:
     from ._base import ModelCore
-    from ._lease import LeaseBase
     from ._liveness import Live
     from ._options import LeaseOptions
+    from ._state import LeaseState
 
 #: Separates a key from its place number in a place row's id (U+241F, SYMBOL FOR UNIT
 #: SEPARATOR): ``"export␟1"``; lock keys may not contain it (``_validate``).
@@ -54,7 +54,6 @@ PLACE_MARK = _validate.PLACE_MARK
 #: The holder prefix of a group row: ``"joblocks:max_holders=3"``.
 GROUP_HOLDER = "joblocks:max_holders="
 #: The largest ``max_holders``.
-MAX_HOLDERS = 1000
 
 
 def place_id(key: str, place: int) -> str:
@@ -83,23 +82,13 @@ def split_place(row_id: str) -> tuple[str, int] | None:
     return key, int(number)
 
 
-def validate(value: object) -> int:
-    """Check ``max_holders``: an int, 1 … 1000."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"max_holders must be an int, not {type(value).__name__}")
-    if not 1 <= value <= MAX_HOLDERS:
-        raise ValueError(f"max_holders must be between 1 and {MAX_HOLDERS}, got {value!r}")
-    return value
-
-
 def check_key(key: str, n: int) -> None:
     """The key must leave room for the place number in the id column."""
-    from ._validate import MAX_KEY_BYTES
-
-    if len(place_id(key, n).encode("utf-8")) > MAX_KEY_BYTES:
+    most = _validate.MAX_KEY_BYTES
+    if len(place_id(key, n).encode("utf-8")) > most:
         raise ValueError(
             f"lock_key is too long for max_holders={n}: its place ids (the key, "
-            f"{PLACE_MARK!r} and the place number) must fit in {MAX_KEY_BYTES} UTF-8 bytes"
+            f"{PLACE_MARK!r} and the place number) must fit in {most} UTF-8 bytes"
         )
 
 
@@ -320,7 +309,7 @@ def take_live(
     return None, key
 
 
-def cover_lease(lease: LeaseBase, until_ms: int | None) -> Steps[None]:
+def cover_lease(lease: LeaseState, until_ms: int | None) -> Steps[None]:
     """After a place was renewed or held to ``until_ms``: extend its group row to cover
     it (a failure is logged: the place itself is renewed)."""
     group = lease._group
@@ -333,7 +322,7 @@ def cover_lease(lease: LeaseBase, until_ms: int | None) -> Steps[None]:
         log.warning("joblocks: extending the group row of %r failed: %s", group[0], exc)
 
 
-def after_release(lease: LeaseBase) -> Steps[None]:
+def after_release(lease: LeaseState) -> Steps[None]:
     """After a place was released: a place kept for its min_hold is covered by the group
     row; otherwise the group row goes when no place is live any more (a failure is
     logged: the group row then expires by itself)."""
@@ -351,7 +340,7 @@ def after_release(lease: LeaseBase) -> Steps[None]:
         log.warning("joblocks: removing the group row of %r failed: %s", group[0], exc)
 
 
-def held_until(lease: LeaseBase) -> int | None:
+def held_until(lease: LeaseState) -> int | None:
     """Epoch ms until which a released place stays held (its min_hold), or None."""
     acquired = round(lease.acquired_at.timestamp() * 1000)
     until = max(acquired + lease._min_hold_ms if lease._min_hold_ms else 0, lease._hold_until_ms)

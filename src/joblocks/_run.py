@@ -13,6 +13,7 @@ from ._errors import LockNotAcquired
 from ._lease import Lease
 from ._model import JobLockModel
 from ._options import LEASE_OPTIONS, LeaseKwargs, LeaseOptions, RunOptions
+from ._state import Outcome
 
 
 def check_work(work: object, *, asynchronous: bool) -> None:
@@ -64,13 +65,14 @@ def run_with_lock(
     key = _validate.lock_key(lock_key)
     opts = LeaseOptions.of(ttl, options, "run_with_lock")
     check_work(work, asynchronous=False)
-    return run_request(model, key, opts, work)
+    return run_request(model, key, opts, work).lease is not None
 
 
 def run_request(
     model: JobLockModel | None, key: str, opts: LeaseOptions, work: Callable[[], Any]
-) -> bool:
-    """:func:`run_with_lock` of a request already validated (the decorator's)."""
+) -> Outcome[Lease]:
+    """:func:`run_with_lock` of a request already validated (the decorator's): acquired
+    (the work ran), taken, or skipped (why)."""
     model = resolve_model(model, JobLockModel, get_model, "joblocks.JobLockModel")
     return model._drive(_lifecycle.run_with_lock(model, key, opts, work, False))
 
@@ -105,7 +107,7 @@ def lease(
     """
     model = resolve_model(model, JobLockModel, get_model, "joblocks.JobLockModel")
     key = _validate.lock_key(lock_key)
-    held = model._take(key, LeaseOptions.of(ttl, options, "lease", LEASE_OPTIONS))
+    held = model._take(key, LeaseOptions.of(ttl, options, "lease", LEASE_OPTIONS)).lease
     if held is None:
         raise LockNotAcquired(lock_key)
     return held

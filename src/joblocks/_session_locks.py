@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import struct
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from sqlalchemy import Connection
 
@@ -17,10 +17,17 @@ from . import _ops
 from ._dialects import galera
 from ._errors import LockBackendError
 from ._secrets import mask_url
-from ._statements import Statements
+from ._statements import Prepared, Statements
 
-if TYPE_CHECKING:
-    from ._liveness import _Registry
+
+class _Registry(Protocol):
+    """The session-lock statements of a model (``_liveness``'s registry of keys)."""
+
+    family: str
+    lock: Prepared
+    unlock: Prepared
+    probe: Prepared
+    settle: Prepared
 
 
 def server_lock(conn: Connection, st: Statements, reg: _Registry, lock: int | str) -> bool:

@@ -21,7 +21,6 @@ write; after a refusal, one more read tells "skipped" from "taken".
 from __future__ import annotations
 
 import logging
-from contextvars import ContextVar
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -31,8 +30,6 @@ from ._records import JobLock
 if TYPE_CHECKING:
     from sqlalchemy import Connection
 
-    from ._lease import LeaseBase
-    from ._options import LeaseOptions
     from ._schedule import Schedule
     from ._statements import Statements
 
@@ -62,11 +59,6 @@ class InSlot(NamedTuple):
     grant: _ops.Grant | None
     slot: Slot
     skip: Skip | None
-
-
-#: The last skip of a scheduled take in this thread / asyncio task (``joblocks run``
-#: reads it to exit with its own code); None after a take that was not skipped.
-last_skip: ContextVar[Skip | None] = ContextVar("joblocks_last_skip", default=None)
 
 
 def _when(ms: int) -> str:
@@ -119,21 +111,6 @@ def acquire(
 
 
 def skipped(key: str, holder: str, skip: Skip) -> None:
-    """Report a skipped start: log (info), the ``skipped`` event, ``last_skip``."""
-    last_skip.set(skip)
+    """Report a skipped start: log (info), the ``skipped`` event."""
     log.info("joblocks: %s", skip.reason(key))
     _events.emit("skipped", key, holder, token=skip.row.fence)
-
-
-def why_not(opts: LeaseOptions) -> str:
-    """Why a run of ``opts`` just did not start, in a few words (the decorator's log)."""
-    if opts.schedule is not None and last_skip.get() is not None:
-        return "its schedule slot was already run"
-    return "held elsewhere"
-
-
-def started(lease: LeaseBase, slot: Slot) -> None:
-    """A scheduled grant: ``lease.slot``, and a release keeps the row to the slot's end."""
-    last_skip.set(None)
-    lease.slot = slot
-    lease._hold_until_ms = max(lease._hold_until_ms, slot[1])

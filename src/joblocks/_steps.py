@@ -21,7 +21,7 @@ from ._errors import raise_translated
 
 if TYPE_CHECKING:
     from ._base import ModelCore
-    from ._lease import LeaseBase
+    from ._state import LeaseState
 
 T = TypeVar("T")
 
@@ -70,7 +70,7 @@ class Work:
 
     __slots__ = ("cancel_on_loss", "lease", "work")
 
-    def __init__(self, work: Callable[[], Any], lease: LeaseBase, cancel_on_loss: bool) -> None:
+    def __init__(self, work: Callable[[], Any], lease: LeaseState, cancel_on_loss: bool) -> None:
         self.work = work
         self.lease = lease
         self.cancel_on_loss = cancel_on_loss

@@ -160,7 +160,7 @@ def record_type(text: str) -> str:
 
 def max_holders(text: str) -> int:
     """``--max-holders``: an int from 1 to 1000."""
-    from .._places import validate
+    from .._options import check_max_holders as validate
 
     try:
         return validate(int(text))

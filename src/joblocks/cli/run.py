@@ -125,7 +125,7 @@ class _Run:
                     # Not for secrets: spreading starts over time.
                     time.sleep(random.uniform(0, args.jitter / 1000))  # noqa: S311
                 model = open_model(args, create_table=True, timeout_ms=args.timeout)
-                lease = model.try_lease(
+                taken = model._try_lease(
                     self.key,
                     args.ttl,
                     holder=holder_id(),
@@ -141,6 +141,7 @@ class _Run:
                     liveness=args.liveness,
                     max_holders=args.max_holders,
                 )
+                lease = taken.lease
             except _Interrupted as exc:
                 if lease is not None:  # the signal came right after the grant
                     self._release(lease)
@@ -148,10 +149,11 @@ class _Run:
                 return 128 + exc.signum
             self.mode = "record"
             if lease is None:
-                skip = _skipped()
-                if skip is not None:
+                from .._state import Skipped
+
+                if isinstance(taken, Skipped):
                     if not args.quiet:
-                        err(f"{skip.reason(self.key)}; not running {_command_text(self.command)}")
+                        err(f"{taken.reason}; not running {_command_text(self.command)}")
                     skip_code: int = args.skip_exit_code
                     return skip_code
                 self._conflict(model)
@@ -322,13 +324,6 @@ class _Run:
             return
         if not released and self.lost_reason is None:
             err(f"the lock {self.shown} was no longer held when the command ended")
-
-
-def _skipped() -> Any:
-    """The skip of the take just made (``--schedule``: its slot already run), or None."""
-    from .._slots import last_skip
-
-    return last_skip.get()
 
 
 def run(args: argparse.Namespace) -> int:

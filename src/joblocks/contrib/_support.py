@@ -11,7 +11,7 @@ list (an integration needing more adds it here, not a private import of its own)
   (the model options of ``configure``);
 - lock keys from a job's arguments: :class:`KeyTemplate` (a ``str.format`` template
   checked against the function's signature);
-- running under a lease: :func:`run_leased` (``(ran, result)``, the lease released
+- running under a lease: :func:`run_leased` (``(taken, result)``, the lease released
   quietly afterwards), :func:`try_lease_async` (an asyncio lease of options checked
   once), :class:`SingleInstance` (the decorator's wrapper, also the
   APScheduler executor's), :func:`is_async_callable` (which face runs a function);
@@ -20,8 +20,9 @@ list (an integration needing more adds it here, not a private import of its own)
 - the default model: :func:`get_model` (sync, as set by :func:`configure`);
   :func:`wrong_face`, the one error for a model of the other face;
 - :data:`log`: the library's logger (``"joblocks"``);
-- ``schedule=``: :func:`schedule_option` (check a schedule and its time zone), and
-  :data:`last_skip` (the skip of this thread's last scheduled take, or None).
+- what a take gave (``run_leased``'s ``taken``): :class:`Skipped` (``schedule=``: the
+  start's slot was already run), else :class:`Taken` or :class:`Acquired`;
+- ``schedule=``: :func:`schedule_option` (check a schedule and its time zone).
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ from .._decorator import unique_holder as unique_holder
 from .._options import LeaseOptions as LeaseOptions
 from .._options import check_cancel_on_loss as check_cancel_on_loss
 from .._options import schedule_option as schedule_option
-from .._slots import last_skip as last_skip
+from .._state import Skipped as Skipped
 from .._validate import Duration as Duration
 from .._validate import duration_ms as duration_ms
 from .._validate import lock_key as lock_key
@@ -57,4 +58,4 @@ async def try_lease_async(
 ) -> aio.Lease | None:
     """``model.try_lease`` of a key and options already checked (``options.for_run``
     gives a run its holder)."""
-    return await model._take(key, options)
+    return (await model._take(key, options)).lease

@@ -307,7 +307,7 @@ class LockedExecutor(ThreadPoolExecutor):  # type: ignore[misc]
         else:
             min_hold = derived_min_hold(job, run_times[-1], clock_skew=self.clock_skew_ms)
         model = self._model if self._model is not None else get_model()
-        ran, events = run_leased(
+        taken, events = run_leased(
             model,
             key,
             self._options,
@@ -316,13 +316,13 @@ class LockedExecutor(ThreadPoolExecutor):  # type: ignore[misc]
             min_hold_ms=min_hold,
             schedule=schedule,
         )
-        if not ran:
+        if taken.lease is None:
             log.info(
                 "joblocks: job %r (scheduled at %s) skipped: %s (lock %r)",
                 job.id,
                 run_times[-1],
                 "its slot was already run"
-                if schedule is not None and _support.last_skip.get() is not None
+                if isinstance(taken, _support.Skipped)
                 else "held elsewhere",
                 key,
             )

@@ -246,7 +246,7 @@ class SingleInstanceTask(Task):  # type: ignore[misc]
         call = super().__call__
         options = self._lock_options()
         schedule = self._lock_schedule(options)
-        ran, result = run_leased(
+        taken, result = run_leased(
             self._lock_model(),
             key,
             options,
@@ -255,14 +255,14 @@ class SingleInstanceTask(Task):  # type: ignore[misc]
             min_hold_ms=self._lock_min_hold_ms(schedule),
             schedule=schedule,
         )
-        if not ran:
+        if taken.lease is None:
             request_id = getattr(self.request, "id", None)
             log.info(
                 "joblocks: task %s[%s] skipped: %s (lock %r)",
                 self.name,
                 request_id,
                 "its slot was already run"
-                if schedule is not None and _support.last_skip.get() is not None
+                if isinstance(taken, _support.Skipped)
                 else "held elsewhere",
                 key,
             )

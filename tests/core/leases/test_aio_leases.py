@@ -12,7 +12,7 @@ import pytest
 
 import joblocks
 import joblocks.aio
-from joblocks import _keepalive
+from joblocks import _aio_keepalive, _keepalive
 
 from ...support import aio as _aio
 
@@ -90,7 +90,7 @@ def test_one_task_renews_many_leases_and_ends_with_them(db_url: str, table_name:
     async def main() -> None:
         model = joblocks.aio.JobLockModel(db_url, table_name=table_name)
         leases = [await model.try_lease(f"k{i}", 1_000, keepalive=True) for i in range(50)]
-        renewer = _keepalive.task_renewer()
+        renewer = _aio_keepalive.task_renewer()
         assert renewer.count() == 50
         assert renewer.running
         tasks = [t for t in asyncio.all_tasks() if t.get_name() == "joblocks-keepalive"]

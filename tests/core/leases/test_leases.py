@@ -13,7 +13,7 @@ import sqlalchemy
 from sqlalchemy import Column, Integer, MetaData, String, Table, select, update
 
 import joblocks
-from joblocks import _keepalive
+from joblocks import _aio_keepalive, _keepalive
 
 
 @pytest.fixture
@@ -183,7 +183,7 @@ def test_keepalive_holds_past_the_ttl_while_a_competitor_keeps_trying(
 def _renewer_count(model: Any) -> int:
     if model.face == "sync":
         return _keepalive.thread_renewer.count()
-    return sum(r.count() for r in _keepalive._task_renewers.values())
+    return sum(r.count() for r in _aio_keepalive._task_renewers.values())
 
 
 def test_keepalive_reports_a_deleted_lease_lost_within_one_interval(
