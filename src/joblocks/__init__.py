@@ -16,9 +16,27 @@ from typing import TYPE_CHECKING, Any
 from ._version import __version__
 
 if TYPE_CHECKING:
-    from ._config import configure as configure
+    from ._core.ledger import Run
+    from ._core.options import LeaseKwargs, RunOptions
+    from ._core.schedule import Schedule
+    from ._db.records import JobLock
     from ._decorator import single_instance
-    from ._errors import (
+    from ._sql.schema import (
+        JOB_LOCKS_TABLE_NAME,
+        JOB_RUNS_TABLE_NAME,
+        build_runs_table,
+        build_table,
+        job_locks,
+        job_runs,
+        metadata,
+        runs_metadata,
+    )
+    from ._sql.statements import ACQUIRE_PATHS, AcquirePath
+    from ._sync.config import configure as configure
+    from ._sync.lease import Lease
+    from ._sync.model import JobLockModel
+    from ._sync.run import lease, run_with_lock
+    from ._util.errors import (
         LeaseLost,
         LockBackendError,
         LockConnectionError,
@@ -34,27 +52,9 @@ if TYPE_CHECKING:
         LockTableMissing,
         LockTimeoutError,
     )
-    from ._events import Event, EventKind, add_listener, remove_listener
-    from ._identity import worker_id
-    from ._lease import Lease
-    from ._ledger import Run
-    from ._model import JobLockModel
-    from ._options import LeaseKwargs, RunOptions
-    from ._records import JobLock
-    from ._run import lease, run_with_lock
-    from ._schedule import Schedule
-    from ._schema import (
-        JOB_LOCKS_TABLE_NAME,
-        JOB_RUNS_TABLE_NAME,
-        build_runs_table,
-        build_table,
-        job_locks,
-        job_runs,
-        metadata,
-        runs_metadata,
-    )
-    from ._statements import ACQUIRE_PATHS, AcquirePath
-    from ._validate import MAX_HOLDER_BYTES, MAX_KEY_BYTES, Duration
+    from ._util.events import Event, EventKind, add_listener, remove_listener
+    from ._util.identity import worker_id
+    from ._util.validate import MAX_HOLDER_BYTES, MAX_KEY_BYTES, Duration
 
     #: This process's holder id (a UUID string). Read as ``joblocks.WORKER_ID`` to see
     #: the current value: a forked child gets a new one.
@@ -113,7 +113,7 @@ __all__ = [
 #: SQLAlchemy); the first use of a name imports its module (PEP 562), so that
 #: ``python -m joblocks --help`` and the CLI's argument parsing stay cheap.
 _LAZY = {
-    "configure": "._config",
+    "configure": "._sync.config",
     "single_instance": "._decorator",
     **dict.fromkeys(
         (
@@ -132,19 +132,19 @@ _LAZY = {
             "LockTableMissing",
             "LockTimeoutError",
         ),
-        "._errors",
+        "._util.errors",
     ),
-    **dict.fromkeys(("Event", "EventKind", "add_listener", "remove_listener"), "._events"),
-    "worker_id": "._identity",
-    "Lease": "._lease",
-    "Run": "._ledger",
-    "JobLockModel": "._model",
-    "LeaseKwargs": "._options",
-    "RunOptions": "._options",
-    "JobLock": "._records",
-    "lease": "._run",
-    "run_with_lock": "._run",
-    "Schedule": "._schedule",
+    **dict.fromkeys(("Event", "EventKind", "add_listener", "remove_listener"), "._util.events"),
+    "worker_id": "._util.identity",
+    "Lease": "._sync.lease",
+    "Run": "._core.ledger",
+    "JobLockModel": "._sync.model",
+    "LeaseKwargs": "._core.options",
+    "RunOptions": "._core.options",
+    "JobLock": "._db.records",
+    "lease": "._sync.run",
+    "run_with_lock": "._sync.run",
+    "Schedule": "._core.schedule",
     **dict.fromkeys(
         (
             "JOB_LOCKS_TABLE_NAME",
@@ -156,17 +156,17 @@ _LAZY = {
             "metadata",
             "runs_metadata",
         ),
-        "._schema",
+        "._sql.schema",
     ),
-    "ACQUIRE_PATHS": "._statements",
-    "AcquirePath": "._statements",
-    **dict.fromkeys(("MAX_HOLDER_BYTES", "MAX_KEY_BYTES", "Duration"), "._validate"),
+    "ACQUIRE_PATHS": "._sql.statements",
+    "AcquirePath": "._sql.statements",
+    **dict.fromkeys(("MAX_HOLDER_BYTES", "MAX_KEY_BYTES", "Duration"), "._util.validate"),
 }
 
 
 def get_model(name: str | None = None) -> JobLockModel:
     """The model of the default database (see :func:`configure`), or of instance ``name``."""
-    from . import _config
+    from ._sync import config as _config
 
     model: JobLockModel = _config.get_model(name)
     return model
@@ -174,7 +174,7 @@ def get_model(name: str | None = None) -> JobLockModel:
 
 def __getattr__(name: str) -> Any:
     if name == "WORKER_ID":
-        from ._identity import worker_id
+        from ._util.identity import worker_id
 
         return worker_id()
     module = _LAZY.get(name)

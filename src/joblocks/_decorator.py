@@ -17,21 +17,21 @@ from typing import TYPE_CHECKING, Any, Callable, TypeVar, overload
 
 from typing_extensions import Unpack
 
-from . import _validate
-from ._base import log, wrong_face
-from ._identity import worker_id
-from ._lease import Lease
-from ._model import JobLockModel
-from ._options import LeaseOptions, RunOptions, check_cancel_on_loss
-from ._run import _release_quietly, run_request
-from ._state import Outcome, Skipped
+from ._core.base import log, wrong_face
+from ._core.options import LeaseOptions, RunOptions, check_cancel_on_loss
+from ._core.state import Outcome, Skipped
+from ._sync.lease import Lease
+from ._sync.model import JobLockModel
+from ._sync.run import _release_quietly, run_request
+from ._util import validate as _validate
+from ._util.identity import worker_id
 
 if TYPE_CHECKING:
     from collections.abc import Coroutine
     from typing import ParamSpec
 
     from . import aio
-    from ._schedule import Schedule
+    from ._core.schedule import Schedule
 
     P = ParamSpec("P")
 
@@ -245,7 +245,8 @@ class SingleInstance:
         return wrapper
 
     def _wrap_async(self, fn: Callable[..., Any], template: KeyTemplate) -> Callable[..., Any]:
-        from . import _aio_run, aio
+        from . import aio
+        from ._async import run as _aio_run
 
         model = self.model
         if model is not None and not isinstance(model, aio.JobLockModel):

@@ -3,18 +3,20 @@
 ``JobLockModel`` here takes the same URLs as the sync face and picks the async driver
 itself (``sqlite:///…`` → aiosqlite, ``postgresql://…`` → psycopg, ``mysql://…`` or
 ``mysql+pymysql://…`` → aiomysql), or an existing ``AsyncEngine``. Each operation is
-the very function the sync face runs (``_lifecycle`` and ``_ops``), driven by
+the very function the sync face runs (``_core.lifecycle`` and ``_core.ops``), driven by
 ``_aio_driver.Driver._drive``.
 """
 
 from __future__ import annotations
 
-from . import _engines
-from ._aio_lease import Lease
-from ._aio_model import JobLockModel
-from ._aio_run import _registry as _registry
-from ._aio_run import configure, get_model, lease, run_with_lock
-from ._errors import (
+from ._async.lease import Lease
+from ._async.model import JobLockModel
+from ._async.run import _registry as _registry
+from ._async.run import configure, get_model, lease, run_with_lock
+from ._core.ledger import Run
+from ._db import engines as _engines
+from ._db.records import JobLock
+from ._util.errors import (
     LeaseLost,
     LockBackendError,
     LockConnectionError,
@@ -30,8 +32,6 @@ from ._errors import (
     LockTableMissing,
     LockTimeoutError,
 )
-from ._ledger import Run
-from ._records import JobLock
 
 _engines.require_asyncio()  # an ImportError naming the extra to install, not a late failure
 

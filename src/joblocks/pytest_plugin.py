@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from ._model import JobLockModel
+from ._sync.model import JobLockModel
 from .testing import temporary_model
 
 

@@ -27,9 +27,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from . import _config
-from ._model import JobLockModel
-from ._records import JobLock
+from ._db.records import JobLock
+from ._sync import config as _config
+from ._sync.model import JobLockModel
 
 __all__ = ["assert_locked", "assert_not_locked", "temporary_model"]
 

@@ -44,16 +44,16 @@ NOT_ON_RUN_PATH = (
     "joblocks.cli.history",
     "joblocks.cli._hints",
     "joblocks._decorator",
-    "joblocks._run",
-    "joblocks._config",
-    "joblocks._html",
-    "joblocks._overdue",
+    "joblocks._sync.run",
+    "joblocks._sync.config",
+    "joblocks.cli._html",
+    "joblocks.cli._overdue",
     "joblocks.aio",
-    "joblocks._aio_model",
-    "joblocks._aio_lease",
-    "joblocks._aio_keepalive",
-    "joblocks._aio_driver",
-    "joblocks._aio_run",
+    "joblocks._async.model",
+    "joblocks._async.lease",
+    "joblocks._async.keepalive",
+    "joblocks._async.driver",
+    "joblocks._async.run",
     "joblocks.metrics",
     "joblocks.contrib",
     "joblocks.testing",
@@ -102,7 +102,7 @@ def test_run_imports_only_what_it_uses(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     assert marker.exists()  # the command ran, so the lock was taken
     # The run went through the library (not a short cut around it) ...
-    assert {"joblocks._model", "joblocks._lease", "sqlalchemy", "sqlite3"} <= modules
+    assert {"joblocks._sync.model", "joblocks._sync.lease", "sqlalchemy", "sqlite3"} <= modules
     with sqlite3.connect(db) as conn:  # ... and released its row
         assert conn.execute("SELECT count(*) FROM job_locks").fetchone() == (0,)
     # ... without the modules it does not use.
@@ -121,7 +121,7 @@ def test_parsing_imports_no_sqlalchemy(tmp_path: Path, args: tuple[str, ...]) ->
     proc, modules = _modules(tmp_path, *args)
     assert proc.returncode == 0, proc.stderr
     assert not {m for m in modules if m == "sqlalchemy" or m.startswith("sqlalchemy.")}
-    assert "joblocks._model" not in modules
+    assert "joblocks._sync.model" not in modules
 
 
 def test_public_names_resolve_lazily() -> None:
@@ -132,8 +132,8 @@ def test_public_names_resolve_lazily() -> None:
         "missing = [n for n in joblocks.__all__ if getattr(joblocks, n, None) is None]\n"
         "assert not missing, missing\n"
         "assert isinstance(joblocks.WORKER_ID, str)\n"
-        "assert joblocks.JobLockModel.__module__ == 'joblocks._model'\n"
-        "assert joblocks.configure is sys.modules['joblocks._config'].configure\n"
+        "assert joblocks.JobLockModel.__module__ == 'joblocks._sync.model'\n"
+        "assert joblocks.configure is sys.modules['joblocks._sync.config'].configure\n"
         "assert set(joblocks.__all__) <= set(dir(joblocks))\n"
         "ns = {}\n"
         "exec('from joblocks import *', ns)\n"

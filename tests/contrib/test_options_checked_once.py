@@ -14,7 +14,7 @@ import pytest
 
 import joblocks
 import joblocks.aio
-from joblocks._options import LeaseOptions
+from joblocks._core.options import LeaseOptions
 
 RUNS = 3
 WAIT_S = 20.0

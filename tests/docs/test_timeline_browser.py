@@ -21,8 +21,8 @@ import pytest
 from sqlalchemy import update
 
 import joblocks
-from joblocks._html import COLOURS
-from joblocks._ledger import ledger_of
+from joblocks._core.ledger import ledger_of
+from joblocks.cli._html import COLOURS
 from tests.support.cli import run_cli
 from tests.support.matrix import unavailable
 
@@ -164,7 +164,7 @@ def test_timeline_in_chromium(tmp_path: Path) -> None:
 
 def test_empty_history_page(tmp_path: Path) -> None:
     browser = chromium()
-    from joblocks._html import render
+    from joblocks.cli._html import render
 
     page = tmp_path / "empty.html"
     page.write_text(render([], 0), encoding="utf-8")
@@ -226,8 +226,8 @@ def test_timeline_screenshot_pixels(tmp_path: Path) -> None:
     """The painted page: long green and red bars in two different lanes (hosts)."""
     from datetime import datetime, timedelta, timezone
 
-    from joblocks._html import render
-    from joblocks._ledger import Run
+    from joblocks._core.ledger import Run
+    from joblocks.cli._html import render
 
     browser = chromium()
     t0 = datetime(2026, 12, 1, 3, 0, tzinfo=timezone.utc)

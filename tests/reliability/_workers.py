@@ -389,8 +389,8 @@ def soak(
                 "t": round(at, 2),
                 "rss_mb": round(rss_mb(), 2),
                 # Counted apart: the one-shot timer that closes connections left idle
-                # after a burst (joblocks._connections), which ends by itself, and the
-                # process's one watchdog (joblocks._deadline), which stays once started.
+                # after a burst (joblocks._db.connections), which ends by itself, and the
+                # process's one watchdog (joblocks._db.deadline), which stays once started.
                 "threads": sum(t.name not in APART for t in threading.enumerate()),
                 "trim_threads": sum(t.name == "joblocks-idle-trim" for t in threading.enumerate()),
                 "watchdog_threads": sum(

@@ -22,7 +22,7 @@ import sqlalchemy as sa
 
 import joblocks
 import joblocks.aio
-from joblocks import _engines
+from joblocks._db import engines as _engines
 
 from ..support import servers as _servers
 from . import _workers as workers

@@ -17,7 +17,7 @@ import pytest
 
 import joblocks
 import joblocks.aio
-from joblocks import _config
+from joblocks._sync import config as _config
 
 #: The repository root: child processes import ``tests.*`` from here.
 ROOT = Path(__file__).resolve().parents[2]

@@ -242,7 +242,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _report(exc: Exception, debug: bool) -> int:
-    from .._errors import LockBackendError, LockError
+    from .._util.errors import LockBackendError, LockError
     from ._hints import backend_hint
 
     if isinstance(exc, LockBackendError):

@@ -2,7 +2,7 @@
 
 Each adds its lines to the :class:`~joblocks.cli._doctor_report.Report` and returns whether the
 checks that depend on it may run. What differs between databases comes from the
-family's profile (``joblocks._dialects``): the version floor, how the fencing counter
+family's profile (``joblocks._sql.dialects``): the version floor, how the fencing counter
 is kept, whether a pooler can be recognised, whether the default isolation matters.
 """
 
@@ -17,16 +17,16 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import inspect, text
 
-from .._dialects import galera, profile
-from .._errors import LockBackendError, translate
-from .._schema import fence_counter_name, fence_sequence_name
-from .._statements import PG_TIMELINE_SQL
+from .._sql.dialects import galera, profile
+from .._sql.schema import fence_counter_name, fence_sequence_name
+from .._sql.statements import PG_TIMELINE_SQL
+from .._util.errors import LockBackendError, translate
 from ._common import operator
 from ._doctor_report import Report
 from ._hints import GRANT_HINT, POOLER_FIX, failure_hint
 
 if TYPE_CHECKING:
-    from .._model import JobLockModel
+    from .._sync.model import JobLockModel
 
 #: Round trips to measure (the median is reported).
 SAMPLES = 5

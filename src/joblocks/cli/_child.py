@@ -13,7 +13,7 @@ from ._common import EXIT_LOST, operator
 from ._format import printable
 
 if TYPE_CHECKING:
-    from .._lease import Lease
+    from .._sync.lease import Lease
 
 
 class _Interrupted(BaseException):
@@ -29,7 +29,7 @@ def holder_id() -> str:
 
     Readable in ``joblocks list``, and unique per run thanks to the worker id.
     """
-    from .._identity import worker_id
+    from .._util.identity import worker_id
 
     prefix = f"{operator()}:{os.getpid()}:".encode()[:200].decode("utf-8", "ignore")
     return prefix + worker_id()

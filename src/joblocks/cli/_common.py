@@ -14,7 +14,7 @@ from ._format import parse_duration
 if TYPE_CHECKING:
     from sqlalchemy import URL
 
-    from .._model import JobLockModel
+    from .._sync.model import JobLockModel
 
 #: Success (``run``: the command's own exit code is used instead).
 EXIT_OK = 0
@@ -58,7 +58,7 @@ class CliError(Exception):
 
 def resolve_url(args: argparse.Namespace) -> tuple[URL, str]:
     """The database URL to use and where it came from (``--url``, ``JOBLOCKS_URL``, ``default``)."""
-    from .._engines import resolve
+    from .._db.engines import resolve
 
     given: str | None = getattr(args, "url", None)
     if given is not None and not given.strip():
@@ -69,7 +69,7 @@ def resolve_url(args: argparse.Namespace) -> tuple[URL, str]:
 
 def check_backend(url: URL) -> None:
     """Refuse databases joblocks does not support, before loading any driver."""
-    from .._dialects import SUPPORTED_BACKENDS, UNSUPPORTED
+    from .._sql.dialects import SUPPORTED_BACKENDS, UNSUPPORTED
 
     backend = url.get_backend_name()
     if backend not in SUPPORTED_BACKENDS:
@@ -78,7 +78,7 @@ def check_backend(url: URL) -> None:
 
 def table_options(args: argparse.Namespace) -> tuple[str, str | None]:
     """``--table`` and ``--schema`` (defaults: ``job_locks``, the connection's schema)."""
-    from .._schema import JOB_LOCKS_TABLE_NAME
+    from .._sql.schema import JOB_LOCKS_TABLE_NAME
 
     table: str = getattr(args, "table", None) or JOB_LOCKS_TABLE_NAME
     schema: str | None = getattr(args, "schema", None)
@@ -118,7 +118,7 @@ def open_model(
     SQLite create an empty one. ``timeout_ms``: the model's per-call time-out (None:
     its default).
     """
-    from .._model import JobLockModel
+    from .._sync.model import JobLockModel
 
     url, _source = resolve_url(args)
     check_backend(url)
@@ -236,32 +236,32 @@ def checked(check: Callable[[str], str]) -> Callable[[str], str]:
 
 
 def key_type(text: str) -> str:
-    from .._validate import lock_key
+    from .._util.validate import lock_key
 
     return lock_key(text, "the key")
 
 
 def row_key_type(text: str) -> str:
     """A key, or a counted lease's place (``export␟2``): for ``peek`` and ``release``."""
-    from .._validate import row_key
+    from .._util.validate import row_key
 
     return row_key(text, "the key")
 
 
 def holder_type(text: str) -> str:
-    from .._validate import holder
+    from .._util.validate import holder
 
     return holder(text, "the holder")
 
 
 def table_name_type(text: str) -> str:
-    from .._validate import MAX_TABLE_NAME, identifier
+    from .._util.validate import MAX_TABLE_NAME, identifier
 
     return identifier(text, "the table name", MAX_TABLE_NAME)
 
 
 def schema_name_type(text: str) -> str:
-    from .._validate import identifier
+    from .._util.validate import identifier
 
     return identifier(text, "the schema name")
 

@@ -1,5 +1,5 @@
 """Advice for a database failure, chosen by its kind (the subclass of
-:class:`~joblocks.LockBackendError` that :mod:`joblocks._errors` picked): one line after
+:class:`~joblocks.LockBackendError` that :mod:`joblocks._util.errors` picked): one line after
 a command's error (:func:`backend_hint`), and the ``fix`` of a failed ``doctor`` check
 (:func:`failure_hint`)."""
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .._errors import LockBackendError
+    from .._util.errors import LockBackendError
 
 CONNECT_HINT = "check that the server runs and accepts connections from here, and the URL"
 GRANT_HINT = "grant SELECT, INSERT, UPDATE, DELETE on the table (and USAGE on its sequence)"
@@ -46,7 +46,7 @@ NOT_SQLITE_HINT = (
 )
 SQLITE_HINT = "check the SQLite file of the URL: its directory exists and it can be written"
 
-# The kind of failure (joblocks._errors decides it, from the SQLSTATE or error number)
+# The kind of failure (joblocks._util.errors decides it, from the SQLSTATE or error number)
 # chooses the hint; a few connection failures have one of their own.
 _CODE_HINTS: dict[str | int, str] = {
     "26000": PREPARED_HINT,  # invalid_sql_statement_name
@@ -74,7 +74,7 @@ def code_hint(exc: LockBackendError) -> str | None:
 
 def backend_hint(exc: LockBackendError) -> str:
     """Advice to add to a database error, by its kind, or an empty string."""
-    from .._errors import LockConnectionError, LockDriverMissing, LockTableMissing
+    from .._util.errors import LockConnectionError, LockDriverMissing, LockTableMissing
 
     by_code = code_hint(exc)
     if by_code is not None:
@@ -97,8 +97,8 @@ def backend_hint(exc: LockBackendError) -> str:
 
 
 def failure_hint(exc: BaseException, default: str = CONNECT_HINT) -> str:
-    """The advice for a failure, chosen by its kind (see :mod:`joblocks._errors`)."""
-    from .._errors import (
+    """The advice for a failure, chosen by its kind (see :mod:`joblocks._util.errors`)."""
+    from .._util.errors import (
         LockBackendError,
         LockConnectionError,
         LockPermissionError,

@@ -160,7 +160,7 @@ def record_type(text: str) -> str:
 
 def max_holders(text: str) -> int:
     """``--max-holders``: an int from 1 to 1000."""
-    from .._options import check_max_holders as validate
+    from .._core.options import check_max_holders as validate
 
     try:
         return validate(int(text))
@@ -186,7 +186,7 @@ def split_command(parser: argparse.ArgumentParser, words: list[str]) -> argparse
     if not tail:
         _run_usage(parser, "the command to run is missing after --")
     if args.schedule is not None or args.timezone is not None:
-        from .._options import schedule_option
+        from .._core.options import schedule_option
 
         try:
             args.schedule = schedule_option(args.schedule, args.timezone)

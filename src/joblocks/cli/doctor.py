@@ -27,9 +27,9 @@ import argparse
 from dataclasses import asdict
 from typing import Any
 
-from .._engines import mask
-from .._errors import LockBackendError
-from .._model import JobLockModel
+from .._db.engines import mask
+from .._sync.model import JobLockModel
+from .._util.errors import LockBackendError
 from . import _checks
 from ._common import (
     EXIT_NO,

@@ -69,7 +69,7 @@ def cmd_peek(args: argparse.Namespace) -> int:
     """``joblocks peek``: one row in any state; exit 1 when there is none (also when
     the SQLite file does not exist yet: it is not created)."""
     path = sqlite_file(resolve_url(args)[0])
-    from .._places import group_size
+    from .._core.places import group_size
 
     holders: list[Any] = []
     if path is not None and not path.exists():

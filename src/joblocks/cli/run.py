@@ -56,8 +56,8 @@ from ._common import (
 from ._format import err, format_duration, human_time, printable
 
 if TYPE_CHECKING:
-    from .._lease import Lease
-    from .._model import JobLockModel
+    from .._sync.lease import Lease
+    from .._sync.model import JobLockModel
 
 _Handler = Union[Callable[[int, Union[FrameType, None]], Any], int, None]
 
@@ -149,7 +149,7 @@ class _Run:
                 return 128 + exc.signum
             self.mode = "record"
             if lease is None:
-                from .._state import Skipped
+                from .._core.state import Skipped
 
                 if isinstance(taken, Skipped):
                     if not args.quiet:
@@ -167,7 +167,7 @@ class _Run:
                 if own is None and self.lost_reason is None:
                     own = status  # not started: not found (127), cannot run (126), a signal
                 if own:
-                    from .._ledger import CommandFailed
+                    from .._core.ledger import CommandFailed
 
                     lease._run_error = CommandFailed(own)
                 return status
@@ -310,8 +310,8 @@ class _Run:
         err(f"lock {self.shown} is {where}{waited}; not running {_command_text(self.command)}")
 
     def _release(self, lease: Lease) -> None:
-        from .._errors import LockError
-        from .._lifecycle import RELEASE_ATTEMPTS, release_retrying
+        from .._core.lifecycle import RELEASE_ATTEMPTS, release_retrying
+        from .._util.errors import LockError
 
         try:
             # A failed release is sent again a few times, a few seconds at most.

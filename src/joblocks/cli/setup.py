@@ -32,7 +32,7 @@ def cmd_init(args: argparse.Namespace) -> int:
         return EXIT_OK
     from sqlalchemy import inspect
 
-    from .._errors import LockTableMismatch, translate
+    from .._util.errors import LockTableMismatch, translate
 
     url, _source = resolve_url(args)
     path = sqlite_file(url)
@@ -53,7 +53,7 @@ def cmd_init(args: argparse.Namespace) -> int:
         ) from exc
     finally:
         model.dispose()
-    from .._dialects import profile
+    from .._sql.dialects import profile
 
     kind = profile(model.engine.dialect).fence_kind
     counter = "fencing counter" if kind == "counter" else "fencing sequence"
@@ -71,8 +71,8 @@ def ddl_script(args: argparse.Namespace) -> str:
     """
     from sqlalchemy import MetaData
 
-    from .._dialects import profile
-    from .._schema import build_table, ddl_statements
+    from .._sql.dialects import profile
+    from .._sql.schema import build_table, ddl_statements
 
     url, _source = resolve_url(args)
     check_backend(url)
@@ -109,7 +109,7 @@ def _statement(text: str) -> str:
 
 def cmd_where(args: argparse.Namespace) -> int:
     """``joblocks where``: the database and table the commands use, and why."""
-    from .._engines import ENV_URL, mask
+    from .._db.engines import ENV_URL, mask
 
     url, source = resolve_url(args)
     name, schema = table_options(args)

@@ -31,23 +31,23 @@ from __future__ import annotations
 # are for the integrations, not a public API of their own.
 from typing import TYPE_CHECKING
 
-from .._base import log as log
-from .._base import wrong_face as wrong_face
-from .._config import check_options as check_options
-from .._config import configure as configure
-from .._config import get_model as get_model
+from .._core.base import log as log
+from .._core.base import wrong_face as wrong_face
+from .._core.options import LeaseOptions as LeaseOptions
+from .._core.options import check_cancel_on_loss as check_cancel_on_loss
+from .._core.options import schedule_option as schedule_option
+from .._core.state import Skipped as Skipped
 from .._decorator import KeyTemplate as KeyTemplate
 from .._decorator import SingleInstance as SingleInstance
 from .._decorator import is_async_callable as is_async_callable
 from .._decorator import run_leased as run_leased
 from .._decorator import unique_holder as unique_holder
-from .._options import LeaseOptions as LeaseOptions
-from .._options import check_cancel_on_loss as check_cancel_on_loss
-from .._options import schedule_option as schedule_option
-from .._state import Skipped as Skipped
-from .._validate import Duration as Duration
-from .._validate import duration_ms as duration_ms
-from .._validate import lock_key as lock_key
+from .._sync.config import check_options as check_options
+from .._sync.config import configure as configure
+from .._sync.config import get_model as get_model
+from .._util.validate import Duration as Duration
+from .._util.validate import duration_ms as duration_ms
+from .._util.validate import lock_key as lock_key
 
 if TYPE_CHECKING:
     from .. import aio

@@ -14,7 +14,7 @@ import pytest
 from sqlalchemy import create_engine, inspect
 
 import joblocks
-from joblocks._schema import sqlite_counter_ddl
+from joblocks._sql.schema import sqlite_counter_ddl
 
 from ...support.databases import fresh_database
 

@@ -240,7 +240,7 @@ def _drop_table(model: Any) -> None:
     url = model.engine.url
     if model.face == "aio":
         url = url.set(
-            drivername=joblocks._engines._SYNC_DRIVERS.get(url.drivername, url.drivername)
+            drivername=joblocks._db.engines._SYNC_DRIVERS.get(url.drivername, url.drivername)
         )
     engine = sqlalchemy.create_engine(url)
     try:

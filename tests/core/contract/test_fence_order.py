@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from joblocks._schema import fence_counter_name, fence_sequence_name
+from joblocks._sql.schema import fence_counter_name, fence_sequence_name
 
 TTL = 30_000
 

@@ -22,9 +22,9 @@ import sqlalchemy as sa
 
 import joblocks
 import joblocks.aio
-from joblocks import _ops
-from joblocks._clock import statement_now_sql
-from joblocks._options import LeaseOptions
+from joblocks._core import ops as _ops
+from joblocks._core.options import LeaseOptions
+from joblocks._sql.clock import statement_now_sql
 
 MS = timedelta(milliseconds=1)
 EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)

@@ -25,8 +25,8 @@ import pytest
 from sqlalchemy import MetaData, event, make_url
 
 import joblocks
-from joblocks._dialects import profile
-from joblocks._schema import build_table, ddl_statements
+from joblocks._sql.dialects import profile
+from joblocks._sql.schema import build_table, ddl_statements
 from joblocks.contrib.django._ddl import create_statements
 
 from ...support.cli import run_cli

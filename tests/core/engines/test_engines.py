@@ -19,7 +19,7 @@ import sqlalchemy
 
 import joblocks
 import joblocks.aio
-from joblocks import _config
+from joblocks._sync import config as _config
 
 from ...support.matrix import own_server
 from ...support.servers import Server

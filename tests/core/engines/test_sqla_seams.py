@@ -1,4 +1,4 @@
-"""The SQLAlchemy internals joblocks relies on (``joblocks._sqla``) exist, behave as
+"""The SQLAlchemy internals joblocks relies on (``joblocks._util.sqla``) exist, behave as
 joblocks assumes, and the installed SQLAlchemy is in the range ``pyproject.toml`` allows.
 
 These fail loudly, each naming the missing piece, when a SQLAlchemy release renames or
@@ -21,7 +21,7 @@ from packaging.version import Version
 from sqlalchemy import create_engine, event, text
 from sqlalchemy.pool import QueuePool
 
-from joblocks import _sqla
+from joblocks._util import sqla as _sqla
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -39,7 +39,7 @@ def test_installed_sqlalchemy_is_in_the_supported_range() -> None:
     low = Version(".".join(map(str, _sqla.SUPPORTED_MIN)))
     below = Version(".".join(map(str, _sqla.SUPPORTED_BELOW)))
     assert low <= installed < below, (
-        f"SQLAlchemy {installed} is outside the range joblocks._sqla was checked against "
+        f"SQLAlchemy {installed} is outside the range joblocks._util.sqla was checked against "
         f"(>={low}, <{below}): check every seam, then move the range"
     )
     # The seam's lower bound is pyproject's lower bound.
@@ -184,7 +184,7 @@ def test_no_other_module_reaches_into_sqlalchemy_privates() -> None:
     )
     offenders = []
     for path in sorted((ROOT / "src" / "joblocks").rglob("*.py")):
-        if path.name == "_sqla.py":
+        if path.name == "sqla.py":
             continue
         for number, line in enumerate(path.read_text().splitlines(), 1):
             if private.search(line) and "_sqla" not in line:

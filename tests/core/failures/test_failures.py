@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 import joblocks
-from joblocks import _keepalive
+from joblocks._sync import keepalive as _keepalive
 
 from ...support.servers import Server
 

@@ -11,7 +11,7 @@ import pickle
 import pytest
 
 import joblocks
-from joblocks import _errors
+from joblocks._util import errors as _errors
 
 SAMPLES: list[BaseException] = [
     joblocks.LockBackendError("acquire", "postgresql://u:***@h/db", "boom", "40001"),

@@ -21,7 +21,7 @@ from sqlalchemy import create_engine
 
 import joblocks
 import joblocks.aio
-from joblocks import _engines
+from joblocks._db import engines as _engines
 
 from ...support.silent import SilentServer
 

@@ -267,7 +267,7 @@ def _outcome(check: Any, value: Any, *args: Any, **kwargs: Any) -> Any:
     ],
 )
 def test_text_fast_path_decides_as_the_full_checks(text: str) -> None:
-    from joblocks import _validate
+    from joblocks._util import validate as _validate
 
     for check in (_validate.lock_key, _validate.holder):
         assert _outcome(check, text) == _outcome(check, _Text(text))
@@ -279,7 +279,7 @@ _MAX_MS = 366 * 24 * 3600 * 1000
 @pytest.mark.parametrize("ms", [1, 0, -1, 30_000, _MAX_MS, _MAX_MS + 1, 10**400])
 @pytest.mark.parametrize("allow_zero", [False, True])
 def test_duration_fast_path_decides_as_the_full_checks(ms: int, allow_zero: bool) -> None:
-    from joblocks import _validate
+    from joblocks._util import validate as _validate
 
     fast = _outcome(_validate.duration_ms, ms, "ttl", allow_zero=allow_zero)
     assert fast == _outcome(_validate.duration_ms, _Int(ms), "ttl", allow_zero=allow_zero)

@@ -9,9 +9,9 @@ import pytest
 
 import joblocks
 import joblocks.aio
-from joblocks._engines import mask
-from joblocks._ledger import error_text
-from joblocks._secrets import mask_text
+from joblocks._core.ledger import error_text
+from joblocks._db.engines import mask
+from joblocks._util.secrets import mask_text
 
 # Each parameter name of the documented list (case ignored), with a distinct secret.
 SECRET_PARAMS = {

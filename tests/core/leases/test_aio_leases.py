@@ -12,7 +12,8 @@ import pytest
 
 import joblocks
 import joblocks.aio
-from joblocks import _aio_keepalive, _keepalive
+from joblocks._async import keepalive as _aio_keepalive
+from joblocks._sync import keepalive as _keepalive
 
 from ...support import aio as _aio
 
@@ -167,7 +168,7 @@ def test_a_garbage_collected_lease_is_no_longer_renewed(db_url: str, table_name:
 
 
 def test_module_level_lease_uses_the_default_model(tmp_path: Any) -> None:
-    from joblocks import _config
+    from joblocks._sync import config as _config
 
     joblocks.configure(f"sqlite:///{tmp_path / 'd.db'}")
     try:

@@ -1,4 +1,4 @@
-"""The holder's own deadlines (``joblocks._deadline``): the loss margin, and the watchdog
+"""The holder's own deadlines (``joblocks._db.deadline``): the loss margin, and the watchdog
 that runs alarms without waiting on anything. The faults themselves (a stalled relay, a
 silent standby) are in tests/reliability/test_stalled_connection.py and
 test_sync_standby.py."""
@@ -11,8 +11,8 @@ import time
 import pytest
 
 import joblocks
-from joblocks import _deadline
-from joblocks._errors import NoReply, backend_error
+from joblocks._db import deadline as _deadline
+from joblocks._util.errors import NoReply, backend_error
 
 
 @pytest.mark.parametrize(

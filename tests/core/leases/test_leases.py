@@ -13,7 +13,8 @@ import sqlalchemy
 from sqlalchemy import Column, Integer, MetaData, String, Table, select, update
 
 import joblocks
-from joblocks import _aio_keepalive, _keepalive
+from joblocks._async import keepalive as _aio_keepalive
+from joblocks._sync import keepalive as _keepalive
 
 
 @pytest.fixture

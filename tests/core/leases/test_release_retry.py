@@ -20,7 +20,7 @@ import pytest
 import sqlalchemy as sa
 
 import joblocks
-from joblocks import _lifecycle
+from joblocks._core import lifecycle as _lifecycle
 
 from ...support.matrix import own_server
 from ...support.servers import Server

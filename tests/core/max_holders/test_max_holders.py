@@ -12,8 +12,8 @@ import pytest
 from sqlalchemy import Column, Integer, MetaData, Table, select, update
 
 import joblocks
-from joblocks._places import PLACE_MARK, group_holder, place_id
-from joblocks._validate import MAX_KEY_BYTES
+from joblocks._core.places import PLACE_MARK, group_holder, place_id
+from joblocks._util.validate import MAX_KEY_BYTES
 
 
 def take(model: Any, key: str, n: int, holder: str, ttl: int = 10_000, **options: Any) -> Any:

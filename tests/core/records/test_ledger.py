@@ -18,7 +18,7 @@ import pytest
 from sqlalchemy import inspect
 
 import joblocks
-from joblocks._schema import runs_table_name
+from joblocks._sql.schema import runs_table_name
 
 
 @pytest.fixture

@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from joblocks._schedule import Schedule
+from joblocks._core.schedule import Schedule
 
 UTC = timezone.utc
 

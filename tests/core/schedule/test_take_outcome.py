@@ -8,7 +8,7 @@ import threading
 from typing import Any
 
 from joblocks import Schedule
-from joblocks._state import Acquired, Skipped, Taken
+from joblocks._core.state import Acquired, Skipped, Taken
 
 YEARLY = "0 0 1 1 *"
 

@@ -19,7 +19,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from joblocks._schedule import Schedule
+from joblocks._core.schedule import Schedule
 
 UTC = timezone.utc
 HOUR = 3_600_000
@@ -242,7 +242,7 @@ def slot_within(schedule: Schedule, now: int, timeout: float = 60) -> tuple[int,
 
 HANG = """
 import sys
-from joblocks._schedule import Schedule
+from joblocks._core.schedule import Schedule
 s = Schedule.parse("0 */2 * * *", "Pacific/Chatham")
 for now in range({start}, {end}, 60_000):
     start, end = s.slot(now)
@@ -272,6 +272,6 @@ def test_the_step_guard_names_the_expression_and_zone(monkeypatch: pytest.Monkey
     schedule = Schedule.parse("*/15 * * * *", "Australia/Lord_Howe")
     now = utc("2026-04-04T15:20:00")  # 01:50 +10:30, the second reading
     assert slot_within(schedule, now) == (utc("2026-04-04T15:15:00"), utc("2026-04-04T15:30:00"))
-    monkeypatch.setattr("joblocks._schedule._MAX_STEPS", 1)
+    monkeypatch.setattr("joblocks._core.schedule._MAX_STEPS", 1)
     with pytest.raises(ValueError, match=r"'\*/15 \* \* \* \*' \(time zone Australia/Lord_Howe\)"):
         schedule.slot(now)

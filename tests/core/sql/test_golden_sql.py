@@ -29,7 +29,7 @@ from typing import Any
 import pytest
 from sqlalchemy import MetaData, event
 
-from joblocks._schema import build_runs_table, build_table, ddl_statements
+from joblocks._sql.schema import build_runs_table, build_table, ddl_statements
 
 from ...support.faces import models, run_on
 from ...support.matrix import PATHS
@@ -387,8 +387,8 @@ def test_every_statement_is_pinned_by_the_golden_file(backend: str) -> None:
     by the scenario above, so the golden file pins it: none goes unchecked."""
     from sqlalchemy import create_engine
 
-    from joblocks._places_sql import places
-    from joblocks._statements import AcquireStep, Prepared, build, paths_for
+    from joblocks._sql.places import places
+    from joblocks._sql.statements import AcquireStep, Prepared, build, paths_for
 
     # The drivers joblocks uses (their parameter style is in the compiled SQL).
     driver = {"sqlite": "sqlite+pysqlite", "postgresql": "postgresql+psycopg"}
@@ -420,7 +420,7 @@ def test_the_postgresql_token_is_the_documented_one() -> None:
     """The token drawn in the PostgreSQL statements is ``nextval + (timeline - 1) *
     2**TIMELINE_SHIFT`` with the timeline read as ``PG_TIMELINE_SQL`` (which
     ``joblocks doctor`` reads too)."""
-    from joblocks._sql_postgresql import PG_TIMELINE_SQL, STATEMENTS, TIMELINE_SHIFT
+    from joblocks._sql.postgresql import PG_TIMELINE_SQL, STATEMENTS, TIMELINE_SHIFT
 
     token = f"(SELECT nextval('{{seq}}') + ({PG_TIMELINE_SQL} - 1) * {1 << TIMELINE_SHIFT} "
     drawing = [name for name, sql in STATEMENTS.items() if "nextval" in sql]
@@ -440,8 +440,8 @@ def test_the_postgresql_token_is_the_documented_one() -> None:
 def test_the_statements_read_the_profiles_clock(family: str) -> None:
     """The database's now written out in each family's statements is the profile's
     (``_dialects``), which the ledger's SQLAlchemy expressions use (``_clock``)."""
-    from joblocks._dialects import profile
-    from joblocks._statements import TEMPLATES
+    from joblocks._sql.dialects import profile
+    from joblocks._sql.statements import TEMPLATES
 
     now = profile(family).statement_now
     statements = TEMPLATES[family]  # type: ignore[index]

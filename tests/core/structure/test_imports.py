@@ -82,8 +82,8 @@ def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 def test_no_import_cycle_among_the_library_modules() -> None:
     modules = _modules()
-    assert "joblocks._lifecycle" in modules
+    assert "joblocks._core.lifecycle" in modules
     assert "joblocks.aio" in modules
     graph = {name: _imports(name, path, modules) for name, path in modules.items()}
-    assert "joblocks._lease" in graph["joblocks._model"]  # the imports are read
+    assert "joblocks._sync.lease" in graph["joblocks._sync.model"]  # the imports are read
     assert _cycles(graph) == []

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 import joblocks
-from joblocks import _config
+from joblocks._sync import config as _config
 from joblocks.testing import assert_locked, assert_not_locked, temporary_model
 
 pytest_plugins = ["pytester"]

@@ -8,8 +8,8 @@ from __future__ import annotations
 from sqlalchemy import MetaData, Sequence, Table
 from sqlalchemy.schema import DropSequence, DropTable
 
-from ..._dialects import PROFILES, ddl_dialect, profile
-from ..._schema import (
+from ..._sql.dialects import PROFILES, ddl_dialect, profile
+from ..._sql.schema import (
     JOB_LOCKS_TABLE_NAME,
     build_table,
     ddl_statements,
@@ -38,7 +38,7 @@ def create_statements(
     counter table and its triggers), ``postgresql`` or ``mysql`` for MariaDB (the
     ``<table>_fence_seq`` SEQUENCE, then the table). Every statement is idempotent
     (``IF NOT EXISTS``), so the migration may run where joblocks already made the table.
-    The statements are joblocks's own (:func:`joblocks._schema.ddl_statements`).
+    The statements are joblocks's own (:func:`joblocks._sql.schema.ddl_statements`).
     """
     table, _sequence = _objects(vendor, table_name, schema)
     return ddl_statements(vendor, table, if_not_exists=True)

@@ -8,7 +8,7 @@ from typing import Any
 
 from sqlalchemy import URL
 
-from ..._dialects import profile
+from ..._sql.dialects import profile
 
 #: Django ENGINE suffix -> the joblocks (SQLAlchemy) backend name.
 _BACKENDS = {

@@ -37,7 +37,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[Any]:
     """Django system check: ``JOBLOCKS_DATABASE`` names a usable database."""
     from django.conf import settings  # type: ignore[import-untyped, unused-ignore]
 
-    from ..._dialects import profile
+    from ..._sql.dialects import profile
     from . import database_alias, model_options
     from ._urls import backend_of
 

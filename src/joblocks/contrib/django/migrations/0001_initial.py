@@ -13,7 +13,7 @@ from typing import Any, ClassVar
 from django.db import migrations  # type: ignore[import-untyped, unused-ignore]
 
 from joblocks import JOB_LOCKS_TABLE_NAME
-from joblocks._dialects import profile
+from joblocks._sql.dialects import profile
 from joblocks.contrib.django._ddl import create_statements, drop_statements
 
 

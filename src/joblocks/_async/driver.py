@@ -1,0 +1,380 @@
+"""The asyncio face's driver: a model's connections, and ``_drive``, which awaits each
+step of a life-cycle generator (``_core.lifecycle``, ``_core.steps``): an ``_core.ops`` function run
+in
+one SQLAlchemy greenlet (check-out, statements and check-in in one switch; on SQLite
+the operations of one key run in place on the loop's thread, see docs/design.md),
+``asyncio.sleep``, the caller's work. ``aio.JobLockModel`` (``_async.model``) is a driver."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+import weakref
+from typing import TYPE_CHECKING, Any, Callable, TypeVar
+
+from .._core import ops as _ops
+from .._core import steps as _steps
+from .._core.base import ModelCore
+from .._core.steps import Attempt, FirstUse, Session, Sleep, Steps, Work
+from .._db.deadline import Bound
+from .._db.execute import Checkout
+from .._util.errors import NoReply, translate
+from .._util.sqla import greenlet_spawn, hands_off_per_statement
+from .keepalive import task_renewer
+from .sqlite import RERUN_SAFE, WAIT, LoopSQLite
+from .sqlite import usable as loop_usable
+
+if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncConnection
+
+
+T = TypeVar("T")
+
+#: How much later than ``timeout`` asyncio cuts an aiomysql call that the watchdog
+#: abandoned and that still did not end (seconds).
+_ABANDON_GRACE_S = 1.0
+
+
+def _resumed(pending: _steps.Step, steps: Steps[T]) -> Steps[T]:
+    """``steps`` again from the step ``pending`` it yielded last."""
+    step = pending
+    while True:
+        try:
+            result = yield step
+        except BaseException as exc:
+            try:
+                step = steps.throw(exc)
+            except StopIteration as done:
+                return done.value  # type: ignore[no-any-return]
+        else:
+            try:
+                step = steps.send(result)
+            except StopIteration as done:
+                return done.value  # type: ignore[no-any-return]
+
+
+async def _finished(task: asyncio.Future[Any]) -> None:
+    """Wait until ``task`` is done, whatever cancellations arrive meanwhile."""
+    while not task.done():
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.wait((task,))
+    if not task.cancelled():
+        task.exception()  # retrieved: the caller decides what it means
+
+
+class Driver(ModelCore):
+    """How the asyncio face does a step: the part of ``aio.JobLockModel`` below its
+    methods."""
+
+    async def _call(self, operation: str, fn: Callable[..., T], *args: Any) -> T:
+        return await self._drive(_steps.call(self, operation, fn, *args))
+
+    async def _drive(self, steps: Steps[T]) -> T:
+        """Run the life-cycle generator ``steps`` to its end, awaiting each step it
+        yields (see ``_core.lifecycle``)."""
+        result: Any = None
+        error: BaseException | None = None
+        while True:
+            try:
+                step = steps.send(result) if error is None else steps.throw(error)
+            except StopIteration as done:
+                return done.value  # type: ignore[no-any-return]
+            result = error = None
+            try:
+                if isinstance(step, Attempt):
+                    fn = step.fn
+                    loop_sqlite = self._loop_sqlite
+                    if loop_sqlite is not None:
+                        # A SQLite file: the one-key operations on the loop's thread, off
+                        # it only to wait for a writer; the others on a worker thread.
+                        st = self.statements
+                        result = loop_sqlite.run(fn, st, step.args) if fn in RERUN_SAFE else WAIT
+                        if result is WAIT:
+                            result = await loop_sqlite.run_waiting(fn, st, step.args)
+                        continue
+                    if step.keeper:
+                        result = await self._on_keeper(step)
+                        continue
+                    work = greenlet_spawn(self._in_greenlet, step)
+                    timeout = self._io_timeout
+                    result = await (asyncio.wait_for(work, timeout) if timeout else work)
+                elif isinstance(step, Sleep):
+                    await asyncio.sleep(step.seconds)
+                elif isinstance(step, FirstUse):
+                    await self._open()
+                elif isinstance(step, Work):
+                    if step.cancel_on_loss:
+                        await step.lease._run_cancellable(step.work)  # type: ignore[attr-defined]
+                    else:
+                        await step.work()
+                elif isinstance(step, Session):
+                    result = await self._session(step)
+                elif step.undo is None:
+                    # A cancelled caller still gets these steps done (e.g. a release).
+                    result = await asyncio.shield(self._drive(step.steps))
+                else:
+                    result = await self._settled(step)
+            except BaseException as exc:  # thrown back in at the yield
+                error = exc
+
+    async def _settled(self, step: _steps.Shielded) -> Any:
+        """A shielded step with an ``undo``: if the caller is cancelled meanwhile, wait
+        for the steps to end (each bounded by the model's time-out), undo what they
+        returned, and only then let the cancellation go on."""
+        steps = step.steps
+        loop_sqlite = self._loop_sqlite
+        result: Any = None
+        error: BaseException | None = None
+        # Steps done in place on the loop's thread (a SQLite file, no other writer in
+        # the way) cannot be cancelled halfway: no task needed for them.
+        while True:
+            try:
+                pending = steps.send(result) if error is None else steps.throw(error)
+            except StopIteration as done:
+                return done.value
+            result = error = None
+            if (
+                loop_sqlite is None
+                or pending.__class__ is not Attempt
+                or pending.fn not in RERUN_SAFE
+            ):
+                break
+            try:
+                result = loop_sqlite.run(pending.fn, self.statements, pending.args)
+            except BaseException as exc:
+                error = exc
+                continue
+            if result is not WAIT:
+                continue
+            result = None
+            break
+        inner = asyncio.ensure_future(self._drive(_resumed(pending, steps)))
+        try:
+            return await asyncio.shield(inner)
+        except asyncio.CancelledError:
+            await _finished(inner)
+            if not inner.cancelled() and inner.exception() is None and step.undo is not None:
+                await _finished(asyncio.ensure_future(self._drive(step.undo(inner.result()))))
+            raise
+
+    async def _session(self, step: Session) -> Any:
+        """A connection kept for a lease's life (see ``_steps.Session``)."""
+        timeout = self._io_timeout
+        conn = step.conn
+        if conn is None:
+            opening = self.engine.connect()
+            conn = await (asyncio.wait_for(opening, timeout) if timeout else opening)
+        try:
+            result = None
+            if step.fn is not None:
+                work = conn.run_sync(step.fn, self.statements, *step.args)
+                result = await (asyncio.wait_for(work, timeout) if timeout else work)
+        except BaseException:
+            with contextlib.suppress(Exception):
+                await conn.invalidate()
+            await asyncio.shield(conn.close())
+            raise
+        if step.conn is None:
+            return conn, result
+        if step.close:
+            await conn.close()
+        return result
+
+    async def _open(self) -> None:
+        with translate(self._first_use_name, self.database):
+            await self._run_first_use(self._create)
+        self.table_ready = True
+
+    async def _run_first_use(self, create: bool) -> None:
+        loop_sqlite = self._loop_sqlite
+        if loop_sqlite is not None:
+            await loop_sqlite.run_waiting(self._first_use_on, self.statements, (create,))
+            return
+        async with self.engine.connect() as conn:
+            await conn.run_sync(self._first_use, create)
+
+    def _first_use_on(self, conn: Any, statements: Any, create: bool) -> None:
+        self._first_use(conn, create)
+
+    def _set_up(self) -> None:
+        # Each call ends within ``timeout`` (seconds) on a server joblocks connects to
+        # (SQLite's waits are bounded by its busy timeout); None: unbounded.
+        single_file = self.statements.profile.single_file
+        self._bound_s = None if single_file or not self.owns_engine else self.timeout_ms / 1000
+        self._one_hand_off = hands_off_per_statement(self.engine.sync_engine.dialect)
+        self._loop_sqlite: LoopSQLite | None = None
+        # The connection kept for the renewals of this model's keep-alive leases, on
+        # the loop of ``_keeper_loop`` (see ``_on_keeper``).
+        self._keeper: AsyncConnection | None = None
+        self._keeper_lock: asyncio.Lock | None = None
+        self._keeper_loop: weakref.ref[asyncio.AbstractEventLoop] | None = None
+        self._keeper_task: asyncio.Task[None] | None = None
+        url = self._url
+        if url is not None and self.statements.profile.single_file and loop_usable(url):
+            self._loop_sqlite = LoopSQLite(url, self.timeout_ms)
+            weakref.finalize(self, self._loop_sqlite.close)
+
+    def _in_greenlet(self, step: Attempt) -> Any:
+        # Check-out, statements and check-in in one greenlet: ``async with
+        # engine.connect()`` + ``run_sync`` takes three.
+        one_key = step.fn in _ops.IN_PLACE
+        engine = self.engine.sync_engine
+        # An engine joblocks made is in autocommit mode by its dialect: its one-key
+        # operations need no ``Connection`` around the pooled connection.
+        conn = Checkout(engine) if one_key and self.owns_engine else engine.connect()
+        try:
+            return self._send(conn, step, one_key)
+        finally:
+            conn.close()
+
+    def _send(self, conn: Any, step: Attempt, one_key: bool) -> Any:
+        """``step.fn`` on ``conn`` (in a greenlet), abandoned (``NoReply``) when it does
+        not end in time: within ``timeout``, and by ``step.until``."""
+        fn = step.fn
+        args = step.args
+        bound_s = self._bound_s
+        until = step.until
+        if bound_s is None and until is None:
+            if one_key and self._one_hand_off:
+                # aiosqlite: no hand-off to its thread unless another writer is in
+                # the way.
+                return _ops.in_place(conn, self.statements, fn, args)
+            return fn(conn, self.statements, *args)
+        started = time.monotonic()
+        at = started + bound_s if bound_s is not None else until
+        if until is not None and until < at:  # type: ignore[operator]
+            at = until
+        assert at is not None  # noqa: S101 - one of the two is set
+        bound = Bound(at, conn.connection.dbapi_connection)
+        try:
+            if one_key and self._one_hand_off:
+                result = _ops.in_place(conn, self.statements, fn, args)
+            else:
+                result = fn(conn, self.statements, *args)
+        except BaseException as exc:
+            if bound.end():
+                with contextlib.suppress(Exception):
+                    conn.invalidate()
+                raise NoReply((at - started) * 1000) from exc
+            raise
+        if bound.end():
+            with contextlib.suppress(Exception):
+                conn.invalidate()
+            raise NoReply((at - started) * 1000)
+        return result
+
+    # -- the keep-alive connection -------------------------------------------------
+
+    def _keeper_guard(self) -> asyncio.Lock:
+        """The lock of the kept connection, for the running loop (a kept connection
+        belongs to the loop it was taken on)."""
+        loop = asyncio.get_running_loop()
+        if self._keeper_loop is None or self._keeper_loop() is not loop:
+            self._keeper_loop = weakref.ref(loop)
+            self._keeper_lock = asyncio.Lock()
+            self._keeper = None
+        assert self._keeper_lock is not None  # noqa: S101 - set with the loop
+        return self._keeper_lock
+
+    def _keep_connection(self) -> None:
+        """A keep-alive lease was granted: take the connection its renewals run on
+        now, while the one that granted it is idle in the pool (best effort: without
+        it, the first renewal takes one)."""
+        if self._loop_sqlite is not None or self._keeper_task is not None:
+            return
+        task = asyncio.get_running_loop().create_task(self._take_keeper_now())
+        self._keeper_task = task
+
+        def done(_task: asyncio.Task[None]) -> None:
+            if self._keeper_task is task:
+                self._keeper_task = None
+            if not _task.cancelled():
+                _task.exception()
+
+        task.add_done_callback(done)
+
+    async def _take_keeper_now(self) -> None:
+        async with self._keeper_guard():
+            if self._keeper is not None and not self._keeper.invalidated:
+                return
+            with contextlib.suppress(Exception):
+                self._keeper = await self._open_keeper(None)
+            if self._keeper is not None and not task_renewer().keeps(self):
+                # The lease ended meanwhile and its renewer let go of the model.
+                conn, self._keeper = self._keeper, None
+                await asyncio.shield(_close_kept(conn))
+
+    async def _open_keeper(self, until: float | None) -> AsyncConnection:
+        """A connection of the engine, waited for no longer than ``timeout`` nor past
+        ``until`` (monotonic seconds)."""
+        left = self.timeout_ms / 1000
+        if until is not None:
+            left = max(0.001, min(left, until - time.monotonic()))
+        conn: AsyncConnection = self.engine.connect()
+        try:
+            await asyncio.wait_for(conn.start(), left)
+        except BaseException:
+            await asyncio.shield(_close_kept(conn))
+            raise
+        return conn
+
+    async def _on_keeper(self, step: Attempt) -> Any:
+        """``step`` (a keep-alive renewal) on the connection the model keeps for the
+        renewals of its keep-alive leases: the process's other calls never take it. An
+        abandoned connection is discarded; the next renewal takes a fresh one."""
+        async with self._keeper_guard():
+            conn = self._keeper
+            if conn is None or conn.invalidated or conn.closed:
+                self._keeper = None
+                if conn is not None:
+                    await asyncio.shield(_close_kept(conn))
+                conn = self._keeper = await self._open_keeper(step.until)
+            work = greenlet_spawn(self._send, conn.sync_connection, step, False)
+            timeout = self._io_timeout
+            try:
+                return await (asyncio.wait_for(work, timeout) if timeout else work)
+            except BaseException as exc:
+                if isinstance(exc, asyncio.CancelledError) or conn.invalidated or conn.closed:
+                    # Cut off mid-call or abandoned: never used again.
+                    if self._keeper is conn:
+                        self._keeper = None
+                    await asyncio.shield(_close_kept(conn, discard=True))
+                raise
+
+    async def _let_keeper_go(self) -> None:
+        """The model has no keep-alive lease left (or is disposed, or its loop ends):
+        its kept connection goes back to the pool."""
+        loop = self._keeper_loop() if self._keeper_loop is not None else None
+        if self._keeper is None or loop is not asyncio.get_running_loop():
+            return
+        async with self._keeper_guard():
+            conn, self._keeper = self._keeper, None
+            if conn is not None:
+                await asyncio.shield(_close_kept(conn))
+
+    @property
+    def _io_timeout(self) -> float | None:
+        # Each call on a server is abandoned at ``timeout`` by the watchdog
+        # (``_db.deadline``); aiomysql, which has no read/write timeout of its own, is also
+        # cut by asyncio a little later, should the abandoned call not end by itself.
+        if self.statements.profile.bounds_async_calls:
+            return self.timeout_ms / 1000 + _ABANDON_GRACE_S
+        return None
+
+    async def _close_connections(self) -> None:
+        """Close the model's connections (and its engine, if joblocks made it)."""
+        await self._let_keeper_go()
+        if self._loop_sqlite is not None:
+            self._loop_sqlite.close()
+        if self.owns_engine:
+            await self.engine.dispose()
+
+
+async def _close_kept(conn: AsyncConnection, *, discard: bool = False) -> None:
+    """Give ``conn`` back to its pool (``discard``: invalidated first, never reused)."""
+    if discard:
+        with contextlib.suppress(Exception):
+            await conn.invalidate()
+    with contextlib.suppress(Exception):
+        await conn.close()

@@ -1,0 +1,217 @@
+"""The asyncio face's model: :class:`joblocks.aio.JobLockModel` (public in ``joblocks.aio``).
+
+Every method drives a life-cycle generator of ``_core.lifecycle`` with ``_drive``, which
+awaits each step: an ``_core.ops`` function run in one SQLAlchemy greenlet (check-out,
+statements and check-in in one switch; on SQLite the operations of one key run in
+place on the loop's thread, see docs/design.md), ``asyncio.sleep``, the caller's work.
+"""
+
+from __future__ import annotations
+
+import builtins
+import time
+from collections.abc import AsyncIterator
+
+from typing_extensions import Unpack
+
+from .._core import ledger as _ledger
+from .._core import lifecycle as _lifecycle
+from .._core import ops as _ops
+from .._core import plain as _plain
+from .._core.ledger import Run
+from .._core.options import LEASE_OPTIONS, LeaseKwargs, LeaseOptions
+from .._core.state import Outcome
+from .._db.records import JobLock
+from .._util import validate as _validate
+from .._util.errors import translate
+from .driver import Driver
+from .lease import Lease
+
+
+class JobLockModel(Driver):
+    """The lock table of one database, for asyncio: every method is a coroutine.
+
+    Same arguments and semantics as :class:`joblocks.JobLockModel`; ``database`` may
+    be a URL or an ``AsyncEngine``. ``timeout`` (milliseconds or a
+    ``datetime.timedelta``; default 5,000 ms) bounds a connection attempt, each wait
+    for a reply and SQLite's wait for another writer, as on the sync face.
+    """
+
+    _lease_type = Lease
+
+    _asynchronous = True
+
+    async def create_table(self) -> None:
+        """Create the lock table and its fencing counter if they are missing.
+
+        Raises :class:`LockTableMismatch` (creating nothing) when a table of that name
+        exists with another shape.
+        """
+        with translate("create table", self.database):
+            await self._run_first_use(True)
+            self.table_ready = True
+
+    async def dispose(self) -> None:
+        """Close this model's connections (and its engine, if joblocks made it)."""
+        await self._close_connections()
+
+    async def acquire(self, lock_key: str, ttl: _validate.Duration, holder: str) -> bool:
+        """Take ``lock_key`` for ``holder`` for ``ttl`` (milliseconds or a
+        ``datetime.timedelta``); see :meth:`joblocks.JobLockModel.acquire`."""
+        return await self.acquire_token(lock_key, ttl, holder) is not None
+
+    async def acquire_token(
+        self, lock_key: str, ttl: _validate.Duration, holder: str
+    ) -> int | None:
+        """Like :meth:`acquire`, returning the grant's fencing token (None when taken).
+
+        The same token for a re-entrant acquire of a live row; a larger one for any
+        other grant (the holder's own expired row included).
+
+        ``ttl`` is milliseconds (int or float) or a ``datetime.timedelta``.
+        """
+        return await self._drive(_plain.acquire_token(self, lock_key, ttl, holder))
+
+    async def release(self, lock_key: str, holder: str) -> bool:
+        """Delete the row if ``holder`` holds it (a no-op otherwise); True when deleted."""
+        return await self._drive(_plain.release(self, lock_key, holder))
+
+    async def refresh(self, lock_key: str, ttl: _validate.Duration, holder: str) -> bool:
+        """Set the expiry to now + ``ttl`` if the row is ``holder``'s, even if expired,
+        keeping its token; see :meth:`joblocks.JobLockModel.refresh`.
+
+        ``ttl`` is milliseconds (int or float) or a ``datetime.timedelta``.
+        """
+        return await self._drive(_plain.refresh(self, lock_key, ttl, holder))
+
+    async def peek(self, lock_key: str) -> JobLock | None:
+        """The row of ``lock_key`` whatever its state, or None."""
+        return await self._drive(_plain.peek(self, lock_key))
+
+    async def holders(self, lock_key: str) -> builtins.list[JobLock]:
+        """The place rows of a key used with ``max_holders`` (see
+        :meth:`joblocks.JobLockModel.holders`)."""
+        return await self._drive(_plain.holders(self, lock_key))
+
+    async def try_lease(
+        self,
+        lock_key: str,
+        ttl: _validate.Duration,
+        **options: Unpack[LeaseKwargs[Lease]],
+    ) -> Lease | None:
+        """Take ``lock_key`` and return the grant as a :class:`Lease`, or None.
+
+        See :meth:`joblocks.JobLockModel.try_lease`; keep-alive runs as one task per
+        event loop. Every duration (``ttl``, ``renew_every``, ``min_hold``, ``wait``,
+        ``max_hold``) is milliseconds (int or float) or a ``datetime.timedelta``.
+        ``schedule``/``timezone``: at most one start per cron slot, as there.
+        ``record``: the run ledger (see :meth:`joblocks.JobLockModel.try_lease`).
+        """
+        return (await self._try_lease(lock_key, ttl, **options)).lease
+
+    async def _try_lease(
+        self,
+        lock_key: str,
+        ttl: _validate.Duration,
+        **options: Unpack[LeaseKwargs[Lease]],
+    ) -> Outcome[Lease]:
+        """:meth:`try_lease`'s outcome: acquired (its lease), taken, or skipped (why)."""
+        key = _validate.lock_key(lock_key)
+        return await self._take(key, LeaseOptions.of(ttl, options, "try_lease", LEASE_OPTIONS))
+
+    async def _take(self, key: str, opts: LeaseOptions) -> Outcome[Lease]:
+        """:meth:`_try_lease` of a request already validated."""
+        steps = _lifecycle.take(self, key, opts, time.monotonic())
+        taken: Outcome[Lease] = await self._drive(steps)
+        return taken
+
+    async def get(self, lock_key: str) -> JobLock | None:
+        """The row of ``lock_key``, or None (same as :meth:`peek`)."""
+        return await self.peek(lock_key)
+
+    async def list(self, state: _ops.State = "all") -> builtins.list[JobLock]:
+        """All rows ordered by key; ``state="held"`` (alias ``"live"``) or ``"expired"``
+        keeps the rows in that state by the database's clock (``"all"``: every row)."""
+        return await self._drive(_plain.list_locks(self, state))
+
+    async def count(self, state: _ops.State = "all") -> int:
+        """How many rows there are (``state`` as in :meth:`list`)."""
+        return await self._drive(_plain.count(self, state))
+
+    def iter_locks(
+        self, state: _ops.State = "all", *, batch_size: int = _ops.PAGE_SIZE
+    ) -> AsyncIterator[JobLock]:
+        """The rows of :meth:`list`, ``batch_size`` at a time: ``async for lock in
+        model.iter_locks():``. See :meth:`joblocks.JobLockModel.iter_locks`.
+
+        Not a coroutine: arguments are checked at the call, and each page is read
+        when the loop reaches it.
+        """
+        _validate.state(state)
+        size = _validate.batch_size(batch_size)
+        return self._pages(state, size)
+
+    async def _pages(self, state: _ops.State, size: int) -> AsyncIterator[JobLock]:
+        after: str | None = ""
+        while after is not None:
+            page = await self._drive(_plain.page(self, state, after, size))
+            for lock in page:
+                yield lock
+            after = _ops.next_after(page, size)
+
+    async def prune(
+        self,
+        expired_for: _validate.Duration = 0,
+        *,
+        batch_size: int = _ops.PRUNE_BATCH,
+        dry_run: bool = False,
+    ) -> int:
+        """Delete the rows expired for at least ``expired_for`` (ms or timedelta), in
+        batches; the number deleted. See :meth:`joblocks.JobLockModel.prune`."""
+        return await self._drive(_plain.prune(self, expired_for, batch_size, dry_run))
+
+    async def insert(self, lock_key: str, *, holder: str, ttl: _validate.Duration) -> JobLock:
+        """Insert a new row with a new fencing token; ``LockExistsError`` if one exists.
+
+        ``ttl`` is milliseconds (int or float) or a ``datetime.timedelta``.
+        """
+        return await self._drive(_plain.insert(self, lock_key, holder, ttl))
+
+    async def update(
+        self,
+        lock_key: str,
+        *,
+        holder: str | None = None,
+        ttl: _validate.Duration | None = None,
+    ) -> bool:
+        """Change the holder and/or set expiry to now + ``ttl``, whoever holds the row.
+
+        ``ttl`` is milliseconds (int or float) or a ``datetime.timedelta``.
+        """
+        return await self._drive(_plain.update(self, lock_key, holder, ttl))
+
+    async def delete(self, lock_key: str) -> bool:
+        """Delete the row of ``lock_key`` whoever holds it; True when a row was deleted."""
+        return await self._drive(_plain.delete(self, lock_key))
+
+    async def now_ms(self) -> int:
+        """The database server's clock, in epoch milliseconds."""
+        return await self._drive(_plain.now_ms(self))
+
+    async def runs(
+        self,
+        key: str | None = None,
+        *,
+        since: _validate.Duration | None = None,
+        limit: int = 1000,
+    ) -> builtins.list[Run]:
+        """The run ledger's rows, newest first; see :meth:`joblocks.JobLockModel.runs`
+        (``since``: ms or timedelta)."""
+        return await self._drive(_ledger.runs(self, key, since, limit))
+
+    async def prune_runs(
+        self, older_than: _validate.Duration, *, batch_size: int = _ledger.PRUNE_BATCH
+    ) -> int:
+        """Delete ledger rows of runs started more than ``older_than`` (ms or timedelta)
+        ago, in batches; see :meth:`joblocks.JobLockModel.prune_runs`."""
+        return await self._drive(_ledger.prune_runs(self, older_than, batch_size))

@@ -1,0 +1,1 @@
+"""Core: options, operations, life cycle, schedule, places, liveness, ledger."""

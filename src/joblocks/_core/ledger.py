@@ -1,0 +1,499 @@
+"""The run ledger (``record=True``): one row per run in the ``job_runs`` table.
+
+A run starts when a lease recorded by the ledger is granted (``_lifecycle.take``) and
+ends at its release: ``ok``, ``error`` (the work raised), or ``lost`` (the lease was
+found lost while it ran). With ``record="all"`` a start that found the key taken is a
+``skipped`` row too. Every time is the database's (epoch ms), as in the lock table.
+
+The writes are steps of the life cycle, driven by either face. A write that fails is
+logged and counted (the ``record_failed`` event), and never fails the job: the
+ledger is a record, not part of the exclusion. Reads (``history``, ``status``) and
+the retention (``prune_runs``) are plain operations of the model.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any, Callable, Literal
+
+from sqlalchemy import Connection, MetaData, Table, delete, func, insert, or_, select, update
+
+from .._db.records import from_ms
+from .._sql.clock import db_now_ms, statement_now_ms
+from .._sql.schema import (
+    MAX_RUN_ERROR,
+    build_runs_table,
+    check_shape,
+    decode_text,
+    ensure_table,
+    runs_table_name,
+)
+from .._util import events as _events
+from .._util import validate as _validate
+from .._util.secrets import mask_text
+from .base import log
+from .steps import Sleep, Steps, call
+
+if TYPE_CHECKING:
+    from .._sql.statements import Statements
+    from .base import ModelCore
+    from .options import LeaseOptions
+    from .state import LeaseState
+
+Outcome = Literal["ok", "error", "lost", "skipped"]
+
+#: Rows deleted per statement by :func:`prune_runs`.
+PRUNE_BATCH = 1000
+#: A ledger write waits for a lock (its table locked by another session, a migration
+#: say) at most this share of the model's ``timeout``: the server gives the wait up
+#: itself, before the call is abandoned at ``timeout`` (see :func:`_lock_waits_bounded`).
+LOCK_WAIT_SHARE = 0.8
+
+
+@dataclass(frozen=True)
+class Run:
+    """One row of the run ledger (``job_runs``); datetimes are timezone-aware UTC.
+
+    ``outcome`` is None while the run is in progress, or when its process died before
+    it ended; ``abandoned`` tells the two apart: True for a run with no end whose lease
+    was no longer live when the row was read (its lock row gone, expired, or another
+    grant's), so the run will never end. ``slot`` is the start of its schedule slot
+    (runs taken with ``schedule=``), ``duration`` None until it ended.
+    """
+
+    id: int
+    key: str
+    holder: str
+    host: str
+    pid: int
+    token: int | None
+    started_at: datetime
+    ended_at: datetime | None
+    duration: timedelta | None
+    outcome: Outcome | None
+    error: str | None
+    slot: datetime | None
+    schedule: str | None
+    timezone: str | None
+    abandoned: bool = False
+
+    @property
+    def state(self) -> str:
+        """``outcome``, else ``"abandoned"`` or ``"running"`` (a run with no end)."""
+        if self.outcome is not None:
+            return self.outcome
+        return "abandoned" if self.abandoned else "running"
+
+    @classmethod
+    def from_row(cls, row: Any) -> Run:
+        m = row._mapping
+        return cls(
+            id=int(m["id"]),
+            key=decode_text(m["key"]),
+            holder=decode_text(m["holder"]),
+            host=m["host"],
+            pid=int(m["pid"]),
+            token=None if m["token"] is None else int(m["token"]),
+            started_at=from_ms(m["started_at"]),
+            ended_at=None if m["ended_at"] is None else from_ms(m["ended_at"]),
+            duration=None if m["duration_ms"] is None else timedelta(milliseconds=m["duration_ms"]),
+            outcome=m["outcome"],
+            error=m["error"],
+            slot=None if m["slot"] is None else from_ms(m["slot"]),
+            schedule=m["schedule"],
+            timezone=m["timezone"],
+        )
+
+
+class Ledger:
+    """A model's ledger table (beside its lock table) and whether it was created."""
+
+    __slots__ = ("checked", "create", "lock_wait_ms", "locks", "ready", "table")
+
+    def __init__(self, model: ModelCore) -> None:
+        lock_table = model.table
+        self.locks: Table = lock_table
+        name = model.runs_table_name or runs_table_name(lock_table.name)
+        self.table: Table = build_runs_table(MetaData(), name, lock_table.schema)
+        self.create = model._create
+        self.ready = not model._create
+        self.checked = False  # whether an existing table of its name was found a ledger
+        # The server-side bound of a write's waits for locks (ms), on engines joblocks
+        # makes (an engine you pass in keeps its own settings): None, no bound.
+        self.lock_wait_ms: int | None = (
+            max(1, int(model.timeout_ms * LOCK_WAIT_SHARE)) if model.owns_engine else None
+        )
+
+    def ensure(
+        self, conn: Connection, bounded: Callable[[], contextlib.AbstractContextManager[None]]
+    ) -> None:
+        """Before a write: refuse (as :class:`~joblocks.LockTableMismatch`) a table of its
+        name of another shape, and create the table where missing.
+
+        The existing table is looked at under ``bounded()`` (reading its columns waits
+        for a lock on it, e.g. PostgreSQL's reflection behind ``LOCK TABLE``); a missing
+        one is created outside it (creating retries, see ``_schema.ensure_table``).
+        """
+        if self.checked:
+            return
+        from sqlalchemy import inspect
+
+        table = self.table
+        with bounded():
+            found = bool(inspect(conn).has_table(table.name, schema=table.schema))
+            if found:
+                check_shape(conn, table)
+        if found:
+            self.ready = self.checked = True
+        elif not self.ready:
+            ensure_table(conn, table)  # checks the shape first
+            self.ready = self.checked = True
+
+    def check(self, conn: Connection) -> None:
+        """Before a read of the existing table: refuse it if it is not a ledger."""
+        if not self.checked:
+            check_shape(conn, self.table)
+            self.checked = True
+
+
+def ledger_of(model: ModelCore) -> Ledger:
+    found: Ledger | None = model.__dict__.get("_ledger")
+    if found is None:
+        found = model.__dict__["_ledger"] = Ledger(model)
+    return found
+
+
+# -- what a row says about the process -------------------------------------------------
+
+_HOST = socket.gethostname()[:255]
+
+
+class CommandFailed(Exception):
+    """The command of ``joblocks run --record`` exited with a non-zero status."""
+
+    def __init__(self, status: int) -> None:
+        super().__init__(f"exit status {status}")
+        self.status = status
+
+
+def error_text(exc: BaseException) -> str:
+    """A short text of ``exc`` for the ledger: its type and the first line of its
+    message, passwords in URLs and ``password=`` pairs masked, at most 500 characters."""
+    message = str(exc).strip().splitlines()
+    text = type(exc).__name__ + (f": {message[0]}" if message else "")
+    if isinstance(exc, CommandFailed):
+        text = message[0]
+    return mask_text(text)[:MAX_RUN_ERROR]
+
+
+def lost_reason(lease: LeaseState) -> str | None:
+    """Why the run's lease was lost, or None: found lost, or (no keep-alive, or its
+    renewals failing) its ttl ran out before the release, by this process's clock."""
+    if lease.lost:
+        return lease.lost_reason or "the lease was lost"
+    if time.monotonic() >= lease._lost_at:
+        return "its ttl ran out before the release"
+    return None
+
+
+def outcome_of(lease: LeaseState) -> Outcome:
+    if lost_reason(lease) is not None:
+        return "lost"
+    return "error" if lease._run_error is not None else "ok"
+
+
+# -- the SQL (each a function of a connection, run by ``_steps.call``) --------------------
+
+
+@contextlib.contextmanager
+def _lock_waits_bounded(conn: Connection, st: Statements, ledger: Ledger) -> Iterator[None]:
+    """The statements inside wait for a lock no longer than ``ledger.lock_wait_ms``.
+
+    A ledger table locked by another session (a migration's ``LOCK TABLE``) would keep a
+    write waiting until the model's ``timeout`` abandons the call: the job goes on, but
+    the write's outcome is unknown (it may still land once the lock is let go, leaving
+    a run that never ends). With the bound, the server gives the wait up first: the
+    write fails as ``LockTimeoutError`` with nothing written, on a connection still
+    usable. How the bound is set is the dialect's (``Profile.lock_wait_begin``).
+    """
+    ms = ledger.lock_wait_ms
+    prof = st.profile
+    if ms is None or not prof.lock_wait_begin:
+        yield
+        return
+    try:
+        for sql in prof.lock_wait_begin:
+            conn.exec_driver_sql(sql.format(ms=ms, s=f"{ms / 1000:.3f}"))
+        yield
+    except BaseException:
+        try:
+            for sql in prof.lock_wait_undo:
+                conn.exec_driver_sql(sql)
+        except Exception:
+            # Never back in the pool with the bound still set (or mid-transaction).
+            with contextlib.suppress(Exception):
+                conn.invalidate()
+        raise
+    for sql in prof.lock_wait_end:
+        conn.exec_driver_sql(sql)
+
+
+def _start(conn: Connection, st: Statements, ledger: Ledger, values: dict[str, Any]) -> int:
+    ledger.ensure(conn, lambda: _lock_waits_bounded(conn, st, ledger))
+    with _lock_waits_bounded(conn, st, ledger):
+        result = conn.execute(insert(ledger.table).values(started_at=db_now_ms(), **values))
+    primary: Any = result.inserted_primary_key
+    return int(primary[0])
+
+
+def _finish(
+    conn: Connection, st: Statements, ledger: Ledger, run_id: int, outcome: str, error: str | None
+) -> None:
+    t = ledger.table
+    now = statement_now_ms()
+    with _lock_waits_bounded(conn, st, ledger):
+        conn.execute(
+            update(t)
+            .where(t.c.id == run_id)
+            .values(ended_at=now, duration_ms=now - t.c.started_at, outcome=outcome, error=error)
+        )
+
+
+def _skip(conn: Connection, st: Statements, ledger: Ledger, values: dict[str, Any]) -> None:
+    ledger.ensure(conn, lambda: _lock_waits_bounded(conn, st, ledger))
+    now = statement_now_ms()
+    with _lock_waits_bounded(conn, st, ledger):
+        conn.execute(
+            insert(ledger.table).values(
+                started_at=now, ended_at=now, duration_ms=0, outcome="skipped", **values
+            )
+        )
+
+
+def _exists(conn: Connection, ledger: Ledger, table: Table | None = None) -> bool:
+    from sqlalchemy import inspect
+
+    table = ledger.table if table is None else table
+    found = bool(inspect(conn).has_table(table.name, schema=table.schema))
+    if found and table is ledger.table:
+        ledger.check(conn)  # a table of the ledger's name must be a ledger
+    return found
+
+
+def _live_grants(conn: Connection, ledger: Ledger, found: list[Run], now: int) -> list[Run]:
+    """``found`` with every run that has no end and no live lease marked abandoned.
+
+    A run's lease is live while the lock table has a row of its grant (its token and
+    holder; a counted lock's place row too) that has not expired at ``now``.
+    """
+    tokens = sorted({run.token for run in found if run.outcome is None and run.token is not None})
+    if not any(run.outcome is None for run in found):
+        return found
+    live: set[tuple[int, str]] = set()
+    locks = ledger.locks
+    if tokens and _exists(conn, ledger, locks):
+        for at in range(0, len(tokens), 500):
+            rows = conn.execute(
+                select(locks.c.fence, locks.c.holder).where(
+                    locks.c.fence.in_(tokens[at : at + 500]), locks.c.expires_at > now
+                )
+            )
+            live.update((int(fence), decode_text(holder)) for fence, holder in rows)
+    return [
+        replace(run, abandoned=True)
+        if run.outcome is None and (run.token, run.holder) not in live
+        else run
+        for run in found
+    ]
+
+
+def _select(
+    conn: Connection,
+    st: Statements,
+    ledger: Ledger,
+    key: str | None,
+    since_ms: int | None,
+    limit: int,
+) -> tuple[list[Run], int]:
+    """Runs newest first (``key`` only, started within ``since_ms``), and the db's now."""
+    now = int(conn.execute(select(db_now_ms())).scalar_one())
+    if not _exists(conn, ledger):
+        return [], now
+    t = ledger.table
+    query = select(t)
+    if key is not None:
+        query = query.where(t.c.key == key)
+    if since_ms is not None:
+        query = query.where(t.c.started_at >= now - since_ms)
+    rows = conn.execute(query.order_by(t.c.started_at.desc(), t.c.id.desc()).limit(limit))
+    return _live_grants(conn, ledger, [Run.from_row(row) for row in rows], now), now
+
+
+def _latest(conn: Connection, st: Statements, ledger: Ledger) -> tuple[list[Run], int]:
+    """Per key its last run that was not a skip (else its last skip), and the db's now."""
+    now = int(conn.execute(select(db_now_ms())).scalar_one())
+    if not _exists(conn, ledger):
+        return [], now
+    t = ledger.table
+    ran = or_(t.c.outcome.is_(None), t.c.outcome != "skipped")
+    last_run = select(func.max(t.c.id)).where(ran).group_by(t.c.key)
+    rows = {
+        Run.from_row(row).key: Run.from_row(row)
+        for row in conn.execute(select(t).where(t.c.id.in_(last_run)))
+    }
+    last_any = select(func.max(t.c.id)).group_by(t.c.key)
+    for row in conn.execute(select(t).where(t.c.id.in_(last_any))):
+        run = Run.from_row(row)
+        rows.setdefault(run.key, run)
+    return _live_grants(conn, ledger, [rows[k] for k in sorted(rows)], now), now
+
+
+def _prune_batch(
+    conn: Connection, st: Statements, ledger: Ledger, older_than_ms: int, size: int
+) -> int:
+    """Delete up to ``size`` rows started more than ``older_than_ms`` ago (db time)."""
+    if not _exists(conn, ledger):
+        return 0
+    t = ledger.table
+    cutoff = int(conn.execute(select(db_now_ms())).scalar_one()) - older_than_ms
+    ids = [
+        row[0]
+        for row in conn.execute(
+            select(t.c.id).where(t.c.started_at < cutoff).order_by(t.c.id).limit(size)
+        )
+    ]
+    if not ids:
+        return 0
+    conn.execute(delete(t).where(t.c.id.in_(ids)))
+    return len(ids)
+
+
+# -- steps of the life cycle -----------------------------------------------------------------
+
+
+def _failed(key: str, holder: str, exc: BaseException) -> None:
+    log.warning("joblocks: the run ledger could not record %r (the job goes on): %s", key, exc)
+    _events.emit("record_failed", key, holder, error=exc)
+
+
+def _where(
+    opts: LeaseOptions, lease: LeaseState | None, slot: tuple[int, int] | None = None
+) -> dict[str, Any]:
+    if lease is not None:
+        slot = lease.slot
+    schedule = opts.schedule
+    return {
+        "slot": None if slot is None else slot[0],
+        "schedule": None if schedule is None else schedule.expression,
+        "timezone": None if schedule is None else schedule.timezone,
+        "holder": opts.holder if lease is None else lease.holder,
+        "host": _HOST,
+        "pid": os.getpid(),
+        "token": None if lease is None else lease.token,
+    }
+
+
+class RunRow:
+    """The ledger's part of a lease (``record=``): the row of its run, once written,
+    until its end is written."""
+
+    __slots__ = ("id",)
+
+    def __init__(self) -> None:
+        self.id: int | None = None
+
+
+def record_start(model: ModelCore, lease: LeaseState, opts: LeaseOptions) -> Steps[None]:
+    """Write the row of a run that starts under ``lease``; never raises."""
+    try:
+        values = {"key": lease.key, **_where(opts, lease)}
+        run_id = yield from call(model, "record run", _start, ledger_of(model), values)
+    except Exception as exc:
+        _failed(lease.key, lease.holder, exc)
+        return
+    run: RunRow = lease._run
+    run.id = run_id
+
+
+def record_end(lease: LeaseState) -> Steps[None]:
+    """Write how the run under ``lease`` ended (once); never raises."""
+    run: RunRow | None = lease._run
+    if run is None or run.id is None:
+        return
+    run_id, run.id = run.id, None
+    error = lease._run_error
+    text = None if error is None else error_text(error)
+    lost = lost_reason(lease)
+    if lost is not None and (text is None or isinstance(error, CommandFailed)):
+        # A command's exit status and why the lock was lost (its SIGTERM, often).
+        text = (lost if text is None else f"{text}; {lost}")[:MAX_RUN_ERROR]
+    model = lease._model
+    try:
+        yield from call(
+            model, "record run", _finish, ledger_of(model), run_id, outcome_of(lease), text
+        )
+    except Exception as exc:
+        _failed(lease.key, lease.holder, exc)
+
+
+def record_skip(
+    model: ModelCore, key: str, opts: LeaseOptions, slot: tuple[int, int] | None = None
+) -> Steps[None]:
+    """Write a ``skipped`` row (``record="all"``; ``slot``: the schedule slot it was
+    for); never raises."""
+    values = _where(opts, None, slot)
+    try:
+        yield from call(model, "record run", _skip, ledger_of(model), {"key": key, **values})
+    except Exception as exc:
+        _failed(key, values["holder"], exc)
+
+
+# -- reads and retention (the model's methods) --------------------------------------------
+
+
+def runs(
+    model: ModelCore, key: str | None, since: _validate.Duration | None, limit: int
+) -> Steps[list[Run]]:
+    lock_key = None if key is None else _validate.lock_key(key, "key")
+    since_ms = None if since is None else _validate.duration_ms(since, "since")
+    size = _validate.batch_size(limit, "limit")
+    found, _now = yield from call(
+        model, "read runs", _select, ledger_of(model), lock_key, since_ms, size
+    )
+    return list(found)
+
+
+def select_runs(
+    model: ModelCore, key: str | None, since_ms: int | None, limit: int
+) -> Steps[tuple[list[Run], int]]:
+    """Runs and the database's now (epoch ms), for ``joblocks history``."""
+    return (yield from call(model, "read runs", _select, ledger_of(model), key, since_ms, limit))
+
+
+def latest_runs(model: ModelCore) -> Steps[tuple[list[Run], int]]:
+    """The last run of every key and the database's now (epoch ms), for ``status``."""
+    return (yield from call(model, "read runs", _latest, ledger_of(model)))
+
+
+def prune_runs(model: ModelCore, older_than: _validate.Duration, batch_size: int) -> Steps[int]:
+    age_ms = _validate.duration_ms(older_than, "older_than", allow_zero=True)
+    size = _validate.batch_size(batch_size)
+    deleted = 0
+    while True:
+        started = time.monotonic()
+        done = yield from call(model, "prune runs", _prune_batch, ledger_of(model), age_ms, size)
+        deleted += done
+        if done < size:
+            return deleted
+        if profile_single_file(model):
+            yield Sleep(min(0.05, time.monotonic() - started))
+
+
+def profile_single_file(model: ModelCore) -> bool:
+    return bool(model.statements.profile.single_file)

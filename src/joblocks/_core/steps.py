@@ -1,0 +1,161 @@
+"""The steps a face performs for the life cycle (``_core.lifecycle``), and the one call.
+
+A life-cycle generator yields one of these and is sent its result back (or has
+its error thrown in at the ``yield``): :class:`Attempt` (one try of an ``_core.ops``
+function on a connection of the model), :class:`Sleep`, :class:`FirstUse` (create the
+table / open the database, once), :class:`Work` (the caller's work under a lease) and
+:class:`Shielded` (steps a cancelled caller still gets done). :func:`call` is every
+operation's first use, transient-error retry and error translation, written once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from typing import TYPE_CHECKING, Any, Callable, TypeVar, Union
+
+from sqlalchemy import exc as sa_exc
+
+from .._util.errors import raise_translated
+from . import ops as _ops
+from .base import TRANSIENT_ATTEMPTS, log, transient_pause
+
+if TYPE_CHECKING:
+    from .base import ModelCore
+    from .state import LeaseState
+
+T = TypeVar("T")
+
+
+class Attempt:
+    """One try of ``fn(conn, statements, *args)`` on a connection of the model.
+
+    ``until``: a monotonic time the call must end by, besides the model's ``timeout``
+    (a keep-alive renewal's lease deadline); ``keeper``: on the connection the model
+    keeps for its keep-alive leases (a renewal, or the grant of a keep-alive lease), so
+    that the process's other calls can never take it.
+    """
+
+    __slots__ = ("args", "fn", "keeper", "until")
+
+    def __init__(
+        self,
+        fn: Callable[..., Any],
+        args: tuple[Any, ...],
+        until: float | None = None,
+        keeper: bool = False,
+    ) -> None:
+        self.fn = fn
+        self.args = args
+        self.until = until
+        self.keeper = keeper
+
+
+class Sleep:
+    """Pause for ``seconds`` (``time.sleep`` or ``asyncio.sleep``)."""
+
+    __slots__ = ("seconds",)
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+
+
+class FirstUse:
+    """The model's once-only first step (create the table, open the database)."""
+
+    __slots__ = ()
+
+
+class Work:
+    """Run the caller's ``work`` under ``lease`` (``cancel_on_loss``: asyncio only)."""
+
+    __slots__ = ("cancel_on_loss", "lease", "work")
+
+    def __init__(self, work: Callable[[], Any], lease: LeaseState, cancel_on_loss: bool) -> None:
+        self.work = work
+        self.lease = lease
+        self.cancel_on_loss = cancel_on_loss
+
+
+class Shielded:
+    """Drive ``steps`` to the end even if the caller is cancelled meanwhile.
+
+    ``undo``: when the caller was cancelled while ``steps`` ran, the face waits for
+    them to end and, if they returned, drives ``undo(their result)`` (shielded too)
+    before the cancellation goes on: an acquire whose grant no caller will receive
+    releases it (see ``_lifecycle.take``).
+    """
+
+    __slots__ = ("steps", "undo")
+
+    def __init__(self, steps: Steps[Any], undo: Callable[[Any], Steps[Any]] | None = None) -> None:
+        self.steps = steps
+        self.undo = undo
+
+
+class Session:
+    """A connection a lease keeps for its life (``liveness="session"``, see ``_core.liveness``).
+
+    Without ``conn``: open a connection of the model's engine, run ``fn(conn,
+    statements, *args)`` on it, and give back ``(conn, its result)``. With ``conn``
+    (one such step gave): run ``fn`` on it (when not None) and give back its result,
+    then close it if ``close``. On an error the connection is invalidated (never
+    reused) and closed.
+    """
+
+    __slots__ = ("args", "close", "conn", "fn")
+
+    def __init__(
+        self,
+        fn: Callable[..., Any] | None,
+        args: tuple[Any, ...],
+        conn: Any = None,
+        close: bool = False,
+    ) -> None:
+        self.fn = fn
+        self.args = args
+        self.conn = conn
+        self.close = close
+
+
+Step = Union[Attempt, Sleep, FirstUse, Work, Shielded, Session]
+Steps = Generator[Step, Any, T]
+
+FIRST_USE = FirstUse()
+
+
+# -- one call: first use, the transient-error retry, error translation ------------------
+
+
+def call(
+    model: ModelCore,
+    operation: str,
+    fn: Callable[..., T],
+    *args: Any,
+    until: float | None = None,
+    keeper: bool = False,
+) -> Steps[T]:
+    """``fn`` on a connection, retried after deadlocks and serialization failures;
+    a database failure comes out as ``LockBackendError`` naming ``operation``
+    (``until``, ``keeper``: see :class:`Attempt`)."""
+    # As a ``translate`` block would, but set up only on an error: this runs for
+    # every call.
+    try:
+        if not model.table_ready:
+            yield FIRST_USE
+        attempt = 1
+        step = Attempt(fn, args, until, keeper)
+        while True:
+            try:
+                result: T = yield step
+                return result
+            except sa_exc.DBAPIError as exc:
+                if attempt >= TRANSIENT_ATTEMPTS or not _ops.is_transient(
+                    exc, model.statements.family
+                ):
+                    raise
+                log.debug("joblocks: %s retried after a transient error: %s", operation, exc)
+                yield Sleep(transient_pause(attempt))
+                attempt += 1
+    except Exception as exc:
+        raise_translated(operation, model.database, exc)
+        raise

@@ -1,0 +1,1 @@
+"""Databases: engines, connections kept, sending statements, deadlines, records."""

@@ -1,0 +1,350 @@
+"""How one prepared statement reaches the driver: :func:`execute` (binds the
+parameters and sends the compiled string on the driver's cursor, wrapping driver errors
+as SQLAlchemy would), in a read committed transaction of its own where the connection's
+default isolation is stricter; and :func:`in_place` (the asyncio face on SQLite: one
+key's operation sent on the event loop's thread, a statement that meets another writer
+sent again on aiosqlite's thread to wait). On psycopg's ``AsyncConnection`` a statement
+is awaited on the driver directly (:func:`_awaited`), past SQLAlchemy's adapter.
+:class:`Checkout` is a pooled connection checked out without a ``Connection`` (the
+asyncio face's one-key operations).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Mapping, Sequence
+from typing import Any, Callable, TypeVar
+
+from sqlalchemy import Connection, Engine
+from sqlalchemy import exc as sa_exc
+
+from .._sql.connect import ISOLATION_INFO, ReadCommitted, read_committed_wrapper
+from .._sql.statements import Prepared, Statements
+from .._util.sqla import (
+    awaited,
+    awaits_psycopg,
+    checkout,
+    dbapi_error,
+    driver_connection,
+    hands_off_per_statement,
+    invalidate_pool,
+    on_driver_thread,
+)
+
+T = TypeVar("T")
+
+
+class _Result:
+    """What a statement gave back, read off the cursor before it is closed (``rows``:
+    as the driver's ``fetchall`` gave them, a list or a tuple; never changed)."""
+
+    __slots__ = ("lastrowid", "rowcount", "rows")
+
+    def __init__(self, rows: Sequence[Any], rowcount: int, lastrowid: int | None) -> None:
+        self.rows = rows
+        self.rowcount = rowcount
+        self.lastrowid = lastrowid
+
+    def scalar(self) -> Any:
+        return self.rows[0][0] if self.rows else None
+
+
+class Checkout:
+    """A connection of ``engine``'s pool checked out directly (:func:`_sqla.checkout`),
+    standing in for a ``Connection`` where only :func:`execute` and :func:`in_place`
+    use it (the operations of ``_ops.IN_PLACE``): what they use of a ``Connection``
+    (``connection``, ``dialect``, ``engine``, ``invalidate``, ``invalidated``), without
+    its construction, events and close per call. For engines in autocommit mode by
+    their dialect (those joblocks makes): a ``Connection`` of an engine whose
+    ``execution_options`` set the isolation sets it at each check-out, this does not.
+    ``close()`` returns the connection to the pool (unless invalidated: then it was).
+    """
+
+    __slots__ = ("connection", "dialect", "engine", "invalidated")
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self.dialect = engine.dialect
+        self.connection: Any = checkout(engine)
+        self.invalidated = False
+
+    def invalidate(self, exception: BaseException | None = None) -> None:
+        """Never use the driver connection again (the pool replaces it); checks it in."""
+        if not self.invalidated:
+            self.invalidated = True
+            self.connection.invalidate(exception)
+
+    def close(self) -> None:
+        """Return the connection to the pool (a no-op once invalidated)."""
+        if not self.invalidated:
+            self.connection.close()
+
+
+def execute(conn: Connection | Checkout, stmt: Prepared, values: Mapping[str, Any]) -> _Result:
+    """Send one prepared statement on the connection's driver connection.
+
+    The thinnest path SQLAlchemy allows: no compilation, no result wrapping, no
+    SQLAlchemy-level transaction (the connection is in autocommit mode; on a
+    PostgreSQL connection whose default isolation is not read committed, the
+    statement gets a read committed transaction of its own). Driver errors
+    are wrapped exactly as SQLAlchemy would (``IntegrityError``, ``OperationalError``,
+    ...), and a lost connection is invalidated so the pool replaces it.
+
+    What a connection needs is decided by its first statement and kept in its pool
+    record's ``info`` for the life of its driver connection: a connection that needs
+    nothing around its statements (no read committed wrapper, not awaited on psycopg,
+    not aiosqlite's) keeps its driver connection under :data:`_DIRECT`, and each
+    later statement is one dictionary lookup away from the driver's cursor.
+    """
+    fairy = conn.connection
+    direct = fairy.info.get(_DIRECT)
+    if direct is None:
+        return _planned(conn, fairy, stmt, values)
+    pick = stmt._pick  # stmt.params(values), inlined
+    params = dict(values) if pick is None else pick(values)
+    cursor: Any = None
+    try:
+        cursor = direct.cursor()
+        return _sent(cursor, stmt.sql, params)
+    except BaseException as exc:
+        failure = _failure(conn, direct, cursor, stmt.sql, params, exc)
+        if failure is None:
+            raise
+        raise failure from exc
+    finally:
+        if cursor is not None:
+            try:  # noqa: SIM105 - contextlib.suppress costs more, on every statement
+                cursor.close()
+            except Exception:  # noqa: S110
+                pass
+
+
+def _planned(
+    conn: Connection | Checkout, fairy: Any, stmt: Prepared, values: Mapping[str, Any]
+) -> _Result:
+    """:func:`execute` on a connection not known to need nothing around its statements
+    (its first statement, a read committed wrapper, awaited on psycopg, in place on
+    aiosqlite); decides, on the first statement, whether it is :data:`_DIRECT`."""
+    info = fairy.info
+    in_place_ = info.get(_IN_PLACE)
+    dbapi_connection = fairy.dbapi_connection if in_place_ is None else in_place_[0]
+    assert dbapi_connection is not None  # noqa: S101 - checked out by the caller
+    params = stmt.params(values)
+    cursor: Any = None
+    try:
+        if info.get(_AWAITED):
+            return awaited(_awaited(dbapi_connection.driver_connection, stmt.sql, params))
+        cursor = dbapi_connection.cursor()
+        wrapper = info.get(ISOLATION_INFO, False)
+        if wrapper is False:
+            wrapper = info[ISOLATION_INFO] = read_committed_wrapper(conn.dialect, cursor)
+        if wrapper is not None:
+            return _in_read_committed(cursor, wrapper, stmt.sql, params)
+        if in_place_ is not None:
+            return _sent_in_place(cursor, in_place_[1], stmt.sql, params)
+        if _AWAITED not in info:
+            # Known now: no read committed wrapper on this connection; from the next
+            # statement on, psycopg's AsyncConnection is awaited directly, and any
+            # other driver's cursor is used directly (aiosqlite's connection is left
+            # to this path: ``in_place`` changes where its statements go).
+            awaits = info[_AWAITED] = awaits_psycopg(conn.dialect)
+            if not awaits and not hands_off_per_statement(conn.dialect):
+                info[_DIRECT] = dbapi_connection
+        return _sent(cursor, stmt.sql, params)
+    except BaseException as exc:
+        failure = _failure(conn, dbapi_connection, cursor, stmt.sql, params, exc)
+        if failure is None:
+            raise
+        raise failure from exc
+    finally:
+        if cursor is not None:
+            with contextlib.suppress(Exception):
+                cursor.close()
+
+
+def _failure(
+    conn: Connection | Checkout,
+    dbapi_connection: Any,
+    cursor: Any,
+    sql: str,
+    params: Any,
+    exc: BaseException,
+) -> BaseException | None:
+    """What a statement's error ``exc`` comes out as: the driver's errors wrapped as
+    SQLAlchemy would (a lost connection invalidated, and every connection of its pool
+    made before now); None for any other error, raised as it is. Interrupted
+    mid-statement (KeyboardInterrupt, cancellation), the connection's protocol state is
+    unknown, so it is never used again."""
+    if not isinstance(exc, Exception):
+        conn.invalidate()
+        return None
+    dialect = conn.dialect
+    if not isinstance(exc, dbapi_error(dialect)):
+        return None
+    lost = dialect.is_disconnect(exc, dbapi_connection, cursor)
+    if lost:
+        # As SQLAlchemy does: every connection of the pool made before now is
+        # suspect (the server went away), so all are replaced on their next use.
+        invalidate_pool(conn, exc)
+        conn.invalidate(exc)
+    wrapped: BaseException = sa_exc.DBAPIError.instance(
+        sql,
+        params,
+        exc,
+        dbapi_error(dialect),
+        dialect=dialect,
+        connection_invalidated=lost,
+    )
+    return wrapped
+
+
+async def _awaited(driver: Any, sql: str, params: Any) -> _Result:
+    """One statement on psycopg's ``AsyncConnection`` ``driver`` itself, awaited from the
+    greenlet in one switch to the loop (SQLAlchemy's adapter makes a cursor of its own
+    around psycopg's, and copies the rows)."""
+    cursor = driver.cursor()
+    try:
+        await cursor.execute(sql, params)
+        result = cursor.pgresult  # not ``description``: it builds a column object each
+        tuples = result is not None and result.status == _PGRES_TUPLES_OK
+        return _Result(await cursor.fetchall() if tuples else _NO_ROWS, cursor.rowcount, None)
+    finally:
+        await cursor.close()
+
+
+def _sent(cursor: Any, sql: str, params: Any) -> _Result:
+    cursor.execute(sql, params)
+    rows = cursor.fetchall() if cursor.description else _NO_ROWS
+    return _Result(rows, cursor.rowcount, getattr(cursor, "lastrowid", None))
+
+
+def _sent_in_place(
+    cursor: Any, wait: Callable[[Callable[[Any], _Result]], _Result], sql: str, params: Any
+) -> _Result:
+    """One statement under :func:`in_place`: at once, or, when another writer has the
+    database (SQLite's "database is locked" without waiting), again on the driver's
+    thread, waiting for that writer as long as the connection's busy timeout allows."""
+    try:
+        return _sent(cursor, sql, params)
+    except Exception as exc:
+        if not busy(exc):
+            raise
+
+    def again(driver_connection: Any) -> _Result:
+        retry = driver_connection.cursor()
+        try:
+            return _sent(retry, sql, params)
+        finally:
+            retry.close()
+
+    return wait(again)
+
+
+def busy(exc: BaseException) -> bool:
+    """SQLite's SQLITE_BUSY (another connection holds the write lock), any variant."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is None:  # Python < 3.11
+        return "database is locked" in str(exc)
+    return bool(code & 0xFF == _SQLITE_BUSY)
+
+
+_SQLITE_BUSY = 5
+#: libpq's ``PGRES_TUPLES_OK`` (``psycopg.pq.ExecStatus.TUPLES_OK``): rows came back.
+_PGRES_TUPLES_OK = 2
+#: The busy timeout (ms) of an aiosqlite connection, kept in its pool record's info
+#: (-1: the connection cannot be used from the event loop's thread).
+_BUSY_INFO = "joblocks_busy_timeout_ms"
+
+
+def in_place(conn: Connection | Checkout, st: Statements, fn: Callable[..., T], args: Any) -> T:
+    """``fn(conn, st, *args)`` (one of :data:`IN_PLACE`) on the asyncio face over
+    aiosqlite, from a ``greenlet_spawn``: each statement is sent on the ``sqlite3``
+    connection behind aiosqlite right here, on the event loop's thread, without
+    waiting for another writer (busy timeout 0); one that meets another writer is sent
+    again on aiosqlite's thread, which waits for it with the connection's busy timeout
+    (the model's ``timeout``) while the loop runs on.
+
+    aiosqlite hands every call (cursor, execute, fetch, close) to its thread and back;
+    an uncontended SQLite statement takes microseconds, a hand-off far longer on a
+    busy machine. A statement that fails with SQLITE_BUSY has changed nothing, so it
+    is safe to send again.
+    """
+    fairy = conn.connection
+    adapted = fairy.dbapi_connection
+    raw = driver_connection(adapted)
+    info = fairy.info
+    busy_ms = info.get(_BUSY_INFO)
+    if busy_ms is None:
+        try:
+            busy_ms = int(raw.execute("PRAGMA busy_timeout").fetchone()[0])
+        except dbapi_error(conn.dialect):
+            # E.g. ``check_same_thread=True`` in the engine's connect_args: only
+            # aiosqlite's thread may use this connection; so be it, through aiosqlite.
+            busy_ms = -1
+        info[_BUSY_INFO] = busy_ms
+    if busy_ms < 0:
+        return fn(conn, st, *args)
+
+    def waiting(run: Callable[[Any], T]) -> T:
+        def on_thread(driver_connection: Any) -> T:
+            driver_connection.execute(f"PRAGMA busy_timeout = {busy_ms}")
+            try:
+                return run(driver_connection)
+            finally:
+                driver_connection.execute("PRAGMA busy_timeout = 0")
+
+        return on_driver_thread(adapted, on_thread)
+
+    raw.execute("PRAGMA busy_timeout = 0")
+    info[_IN_PLACE] = (raw, waiting)
+    try:
+        result = fn(conn, st, *args)
+    except Exception:
+        info.pop(_IN_PLACE, None)
+        if not conn.invalidated:
+            raw.execute(f"PRAGMA busy_timeout = {busy_ms}")
+        raise
+    except BaseException:
+        # Cancelled while aiosqlite's thread may still be running a statement on it.
+        info.pop(_IN_PLACE, None)
+        if not conn.invalidated:
+            conn.invalidate()
+        raise
+    del info[_IN_PLACE]
+    raw.execute(f"PRAGMA busy_timeout = {busy_ms}")
+    return result
+
+
+def _in_read_committed(cursor: Any, wrapper: ReadCommitted, sql: str, params: Any) -> _Result:
+    """Run one statement in a read committed transaction of its own (a connection whose
+    default isolation is stricter, see ``_connect.read_committed_wrapper``)."""
+    cursor.execute(wrapper.begin)
+    try:
+        cursor.execute(sql, params)
+        rows = cursor.fetchall() if cursor.description else _NO_ROWS
+        result = _Result(rows, cursor.rowcount, getattr(cursor, "lastrowid", None))
+        cursor.execute(wrapper.commit)
+    except Exception:
+        with contextlib.suppress(Exception):
+            cursor.execute(wrapper.rollback)
+        raise
+    return result
+
+
+#: Key, in the pool record's ``info`` of a connection :func:`in_place` runs an
+#: operation on (and only meanwhile), of ``(driver connection, wait)``: the driver's
+#: own connection the statements go to, and how one that met another writer waits.
+#: Kept with the connection (checked out by that operation alone), not with the
+#: thread: while one operation waits, others run on the same event loop's thread.
+_IN_PLACE = "joblocks_in_place"
+#: Key in a pool record's ``info`` (for the life of its driver connection): whether its
+#: statements are awaited on psycopg's ``AsyncConnection`` directly (:func:`_awaited`).
+#: Set by the connection's first statement, once its read committed wrapper is known
+#: (a connection that needs one keeps SQLAlchemy's adapter).
+_AWAITED = "joblocks_awaited"
+#: Key in a pool record's ``info`` (for the life of its driver connection): that driver
+#: connection, once its first statement found that its statements need nothing around
+#: them (:func:`execute` then sends each on its cursor directly).
+_DIRECT = "joblocks_direct"
+#: The rows of a statement that returns none.
+_NO_ROWS: tuple[Any, ...] = ()

@@ -1,0 +1,1 @@
+"""SQL: each family's profile, session set-up, the table's schema, the statements."""

@@ -1,0 +1,114 @@
+"""``run_with_lock`` for the sync face."""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any, Callable
+
+from typing_extensions import Unpack
+
+from .._core import lifecycle as _lifecycle
+from .._core.options import LEASE_OPTIONS, LeaseKwargs, LeaseOptions, RunOptions
+from .._core.state import Outcome
+from .._util import validate as _validate
+from .._util.errors import LockNotAcquired
+from .config import get_model, resolve_model
+from .lease import Lease
+from .model import JobLockModel
+
+
+def check_work(work: object, *, asynchronous: bool) -> None:
+    """``work`` must be callable, and a coroutine function exactly on the asyncio face."""
+    if not callable(work):
+        raise TypeError(f"work must be callable, not {type(work).__name__}")
+    is_async = inspect.iscoroutinefunction(work) or (
+        not inspect.isroutine(work) and inspect.iscoroutinefunction(type(work).__call__)
+    )
+    if is_async and not asynchronous:
+        raise TypeError(
+            "work is a coroutine function: use joblocks.aio.run_with_lock for async work"
+        )
+    if asynchronous and not is_async:
+        raise TypeError(
+            "work must be an async function (async def) on joblocks.aio; "
+            "use joblocks.run_with_lock for sync work"
+        )
+
+
+def run_with_lock(
+    lock_key: str,
+    ttl: _validate.Duration,
+    work: Callable[[], Any],
+    *,
+    model: JobLockModel | None = None,
+    **options: Unpack[RunOptions[Lease]],
+) -> bool:
+    """Run ``work()`` only if ``lock_key`` can be taken for this worker; release after.
+
+    Returns True when the lock was taken and ``work`` completed, False when another
+    worker holds the lock (``work`` is not called) or this process is already running
+    ``lock_key`` (the in-process guard). An exception from ``work`` propagates after
+    the release; an error of the release itself is logged and swallowed.
+
+    By default the lease is not renewed while ``work`` runs (pick a ``ttl`` longer than
+    the work's worst case; a warning is logged when the work outlives it).
+    ``keepalive=True`` renews it instead; ``min_hold``, ``wait``, ``on_lost``,
+    ``renew_every`` and ``max_hold`` are as for :meth:`JobLockModel.try_lease` (``wait``
+    also waits out an overlapping call in this process).
+    ``record`` (True, False or ``"all"``; None: the model's ``record=``) writes the run
+    to the run ledger: ``ok``, ``error`` (``work`` raised) or ``lost`` (docs/ledger.md).
+
+    Every duration (``ttl``, ``renew_every``, ``min_hold``, ``wait``, ``max_hold``)
+    is milliseconds (int or float) or a ``datetime.timedelta``.
+    ``schedule``/``timezone``: at most one start per cron slot across every worker
+    (False when the slot was already run); see :meth:`JobLockModel.try_lease`.
+    """
+    key = _validate.lock_key(lock_key)
+    opts = LeaseOptions.of(ttl, options, "run_with_lock")
+    check_work(work, asynchronous=False)
+    return run_request(model, key, opts, work).lease is not None
+
+
+def run_request(
+    model: JobLockModel | None, key: str, opts: LeaseOptions, work: Callable[[], Any]
+) -> Outcome[Lease]:
+    """:func:`run_with_lock` of a request already validated (the decorator's): acquired
+    (the work ran), taken, or skipped (why)."""
+    model = resolve_model(model, JobLockModel, get_model, "joblocks.JobLockModel")
+    return model._drive(_lifecycle.run_with_lock(model, key, opts, work, False))
+
+
+def _release_quietly(lease: Lease) -> None:
+    """Release after the work, never raising (the lease expires on its own anyway)."""
+    lease._model._drive(_lifecycle.release_quietly(lease))
+
+
+def lease(
+    lock_key: str,
+    ttl: _validate.Duration,
+    *,
+    model: JobLockModel | None = None,
+    **options: Unpack[LeaseKwargs[Lease]],
+) -> Lease:
+    """Take ``lock_key`` as a context manager; raise :class:`~joblocks.LockNotAcquired`
+    when it is held elsewhere::
+
+        with joblocks.lease("reindex", 60_000, keepalive=True) as held:
+            for batch in batches:
+                held.ensure_held()
+                process(batch)
+
+    The lease is released when the block exits. Options as for
+    :meth:`JobLockModel.try_lease`; ``model=None`` means :func:`joblocks.get_model`.
+    Every duration (``ttl``, ``renew_every``, ``min_hold``, ``wait``, ``max_hold``)
+    is milliseconds (int or float) or a ``datetime.timedelta``.
+    ``schedule``/``timezone``: at most one start per cron slot (a skipped start raises
+    :class:`~joblocks.LockNotAcquired`). ``record``: the run ledger (an exception out
+    of the block is an ``error`` run).
+    """
+    model = resolve_model(model, JobLockModel, get_model, "joblocks.JobLockModel")
+    key = _validate.lock_key(lock_key)
+    held = model._take(key, LeaseOptions.of(ttl, options, "lease", LEASE_OPTIONS)).lease
+    if held is None:
+        raise LockNotAcquired(lock_key)
+    return held

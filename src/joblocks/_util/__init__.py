@@ -1,0 +1,1 @@
+"""Foundation: errors, argument checks, events, secrets, process identity."""

@@ -1,0 +1,169 @@
+"""What a driver's exception says: its code (SQLSTATE, MariaDB error number, SQLite
+result name) and its kind, as a word that :mod:`joblocks._util.errors` turns into the
+:class:`~joblocks.LockBackendError` subclass of that kind."""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+from sqlalchemy import exc as sa_exc
+
+DRIVER_MODULES = frozenset({"psycopg", "pymysql", "aiomysql", "sqlite3", "aiosqlite", "asyncio"})
+_MYSQL_MODULES = frozenset({"pymysql", "aiomysql", "MySQLdb"})
+
+Kind = Literal[
+    "connection", "timeout", "table missing", "driver missing", "permission", "read-only", "other"
+]
+
+# PostgreSQL SQLSTATEs (exact code, then class) and MariaDB error numbers -> kind.
+_PG_CODES: dict[str, Kind] = {
+    "25006": "read-only",  # read_only_sql_transaction
+    "57014": "timeout",  # query_canceled (statement_timeout)
+    "55P03": "timeout",  # lock_not_available (lock_timeout)
+    "42501": "permission",  # insufficient_privilege
+    "42P01": "table missing",  # undefined_table
+    "3F000": "table missing",  # invalid_schema_name
+    "3D000": "connection",  # invalid_catalog_name (no such database)
+    "53300": "connection",  # too_many_connections
+    "57P01": "connection",  # admin_shutdown
+    "57P02": "connection",  # crash_shutdown
+    "57P03": "connection",  # cannot_connect_now
+}
+_PG_CLASSES: dict[str, Kind] = {
+    "08": "connection",  # connection exception
+    "28": "connection",  # invalid authorization specification
+}
+_MYSQL_CODES: dict[int, Kind] = {
+    1290: "read-only",  # ER_OPTION_PREVENTS_STATEMENT (--read-only)
+    1792: "read-only",  # ER_CANT_EXECUTE_IN_READ_ONLY_TRANSACTION
+    1969: "timeout",  # ER_STATEMENT_TIMEOUT (max_statement_time)
+    3024: "timeout",  # ER_QUERY_TIMEOUT (MySQL max_execution_time)
+    1205: "timeout",  # ER_LOCK_WAIT_TIMEOUT
+    1142: "permission",  # ER_TABLEACCESS_DENIED_ERROR
+    1143: "permission",  # ER_COLUMNACCESS_DENIED_ERROR
+    1044: "permission",  # ER_DBACCESS_DENIED_ERROR
+    1146: "table missing",  # ER_NO_SUCH_TABLE
+    1045: "connection",  # ER_ACCESS_DENIED_ERROR (user or password)
+    1049: "table missing",  # ER_BAD_DB_ERROR: the database (schema) does not exist
+    1040: "connection",  # ER_CON_COUNT_ERROR
+    2003: "connection",  # CR_CONN_HOST_ERROR
+    2006: "connection",  # CR_SERVER_GONE_ERROR
+    2013: "connection",  # CR_SERVER_LOST
+    1047: "connection",  # ER_UNKNOWN_COM_ERROR: a Galera node without quorum
+}
+# SQLite result codes (primary code: the low byte of the extended one).
+_SQLITE_CODES: dict[int, Kind] = {
+    5: "timeout",  # SQLITE_BUSY: the busy time-out ran out
+    6: "timeout",  # SQLITE_LOCKED
+    3: "permission",  # SQLITE_PERM
+    8: "read-only",  # SQLITE_READONLY
+    14: "connection",  # SQLITE_CANTOPEN
+}
+# Before Python 3.11 sqlite3 exceptions carry no result code: their fixed messages.
+_SQLITE_MESSAGES: dict[str, Kind] = {
+    "no such table": "table missing",
+    "database is locked": "timeout",
+    "attempt to write a readonly database": "read-only",
+    "unable to open database file": "connection",
+}
+
+
+_SQLITE_NAMES: dict[str, str] = {"file is not a database": "SQLITE_NOTADB"}
+
+# The server's messages for a refused login (libpq passes them on without their SQLSTATE).
+_PG_LOGIN_MESSAGES = tuple(
+    (re.compile(pattern), code)
+    for pattern, code in (
+        (r'FATAL:  role "[^"]*" does not exist', "28000"),
+        (r'FATAL:  database "[^"]*" does not exist', "3D000"),
+        (r"FATAL:  password authentication failed", "28P01"),
+        (r"FATAL:  no pg_hba\.conf entry", "28000"),
+        (r"FATAL:  sorry, too many clients already", "53300"),
+        (r"FATAL:  the database system is (starting up|shutting down)", "57P03"),
+    )
+)
+
+#: Operations that begin with a connection: a connection failure in them is reported
+#: as the connect that failed (not as "create table failed").
+FIRST_USE = frozenset({"create table", "open database"})
+
+
+def driver_error(exc: BaseException) -> BaseException:
+    if isinstance(exc, sa_exc.DBAPIError) and exc.orig is not None:
+        return exc.orig
+    return exc
+
+
+def _chain(exc: BaseException) -> list[BaseException]:
+    """``exc`` and the exceptions it was raised from or during (drivers re-raise a
+    socket's ``TimeoutError`` as their own error)."""
+    seen: list[BaseException] = []
+    current: BaseException | None = exc
+    while current is not None and current not in seen and len(seen) < 10:
+        seen.append(current)
+        current = current.__cause__ or current.__context__
+    return seen
+
+
+def driver_code(exc: BaseException) -> str | int | None:
+    """The SQLSTATE (PostgreSQL), error number (MariaDB) or SQLite result name of a
+    driver failure (``exc`` or the driver exception SQLAlchemy wrapped), else None."""
+    orig = driver_error(exc)
+    if type(orig).__module__.split(".")[0] in _MYSQL_MODULES:
+        # MariaDB's errors carry a SQLSTATE too, but the number is the precise one.
+        args = getattr(orig, "args", ())
+        if args and isinstance(args[0], int):
+            return args[0]
+    sqlstate = getattr(orig, "sqlstate", None)
+    if isinstance(sqlstate, str) and sqlstate:
+        return sqlstate
+    if type(orig).__module__.split(".")[0] == "psycopg":
+        # libpq reports a refused login without its SQLSTATE: the server's own message.
+        text = str(orig)
+        for message, code in _PG_LOGIN_MESSAGES:
+            if message.search(text):
+                return code
+    name = getattr(orig, "sqlite_errorname", None)
+    if name is None and type(orig).__module__.split(".")[0] in ("sqlite3", "aiosqlite"):
+        # Before Python 3.11 sqlite3 exceptions carry no result code: their fixed messages.
+        name = _SQLITE_NAMES.get(str(orig).strip().lower())
+    return name if isinstance(name, str) else None
+
+
+def kind_of(exc: BaseException) -> Kind:
+    """The kind of a driver failure (``"other"`` when it is of no known kind)."""
+    if isinstance(exc, ImportError):
+        return "driver missing"
+    orig = driver_error(exc)
+    chain = _chain(orig)
+    if any(
+        isinstance(link, TimeoutError) or type(link).__name__ == "ConnectionTimeout"
+        for link in chain
+    ):
+        return "timeout"
+    code = driver_code(orig)
+    if isinstance(code, str) and not code.startswith("SQLITE"):
+        found = _PG_CODES.get(code) or _PG_CLASSES.get(code[:2])
+        if found is not None:
+            return found
+    elif isinstance(code, int):
+        if code == 1180 and "primary component" in str(orig).lower():
+            return "connection"  # a commit on a Galera node that lost quorum
+        return _MYSQL_CODES.get(code, "other")
+    sqlite_code = getattr(orig, "sqlite_errorcode", None)
+    if isinstance(sqlite_code, int) and sqlite_code & 0xFF in _SQLITE_CODES:
+        return _SQLITE_CODES[sqlite_code & 0xFF]
+    if type(orig).__module__.split(".")[0] in ("sqlite3", "aiosqlite"):
+        text = str(orig).lower()
+        for message, kind in _SQLITE_MESSAGES.items():
+            if message in text:
+                return kind
+    module = type(orig).__module__.split(".")[0]
+    if module == "psycopg" and code is None and type(orig).__name__ == "OperationalError":
+        # psycopg's errors without a SQLSTATE come from the connection itself (refused,
+        # closed by the server, a broken socket); the server's errors all carry one.
+        return "connection"
+    if isinstance(orig, (ConnectionError, OSError)):
+        return "connection"
+    return "other"
