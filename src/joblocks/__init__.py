@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from ._version import __version__
 
 if TYPE_CHECKING:
-    from ._core.ledger import Run
+    from ._core.history import Run
     from ._core.options import LeaseKwargs, RunOptions
     from ._core.schedule import Schedule
     from ._db.records import JobLock
@@ -137,7 +137,7 @@ _LAZY = {
     **dict.fromkeys(("Event", "EventKind", "add_listener", "remove_listener"), "._util.events"),
     "worker_id": "._util.identity",
     "Lease": "._sync.lease",
-    "Run": "._core.ledger",
+    "Run": "._core.history",
     "JobLockModel": "._sync.model",
     "LeaseKwargs": "._core.options",
     "RunOptions": "._core.options",

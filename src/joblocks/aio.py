@@ -13,7 +13,7 @@ from ._async.lease import Lease
 from ._async.model import JobLockModel
 from ._async.run import _registry as _registry
 from ._async.run import configure, get_model, lease, run_with_lock
-from ._core.ledger import Run
+from ._core.history import Run
 from ._db import engines as _engines
 from ._db.records import JobLock
 from ._util.errors import (

@@ -14,11 +14,11 @@ from collections.abc import AsyncIterator
 
 from typing_extensions import Unpack
 
-from .._core import ledger as _ledger
+from .._core import history as _history
 from .._core import lifecycle as _lifecycle
 from .._core import ops as _ops
 from .._core import plain as _plain
-from .._core.ledger import Run
+from .._core.history import Run
 from .._core.options import LEASE_OPTIONS, LeaseKwargs, LeaseOptions
 from .._core.state import Outcome
 from .._db.records import JobLock
@@ -207,11 +207,11 @@ class JobLockModel(Driver):
     ) -> builtins.list[Run]:
         """The run ledger's rows, newest first; see :meth:`joblocks.JobLockModel.runs`
         (``since``: ms or timedelta)."""
-        return await self._drive(_ledger.runs(self, key, since, limit))
+        return await self._drive(_history.runs(self, key, since, limit))
 
     async def prune_runs(
-        self, older_than: _validate.Duration, *, batch_size: int = _ledger.PRUNE_BATCH
+        self, older_than: _validate.Duration, *, batch_size: int = _history.PRUNE_BATCH
     ) -> int:
         """Delete ledger rows of runs started more than ``older_than`` (ms or timedelta)
         ago, in batches; see :meth:`joblocks.JobLockModel.prune_runs`."""
-        return await self._drive(_ledger.prune_runs(self, older_than, batch_size))
+        return await self._drive(_history.prune_runs(self, older_than, batch_size))

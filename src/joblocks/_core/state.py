@@ -21,8 +21,6 @@ from __future__ import annotations
 
 import abc
 import logging
-import os
-import random
 import threading
 import time
 import weakref
@@ -38,42 +36,14 @@ from .._db.records import from_ms
 from .._sql.clock import db_now_ms, deadline
 from .._util import events as _events
 from .._util import validate as _validate
-from .._util.backoff import delay_ms
 from .._util.errors import LeaseLost
 from . import ops as _ops
+from .renewal import RENEW_SLACK, RenewalSchedule
 
 log = logging.getLogger("joblocks")
 
 
-#: How early, as a share of the renewal interval, a lease may be renewed together with
-#: one that is due (keep-alive batching; see ``_renewal_due``).
-RENEW_SLACK = 0.1
-#: Failed renewals in a row: the first is logged, then one line every this many
-#: failures or :data:`FAILURE_LOG_EVERY_S` seconds, whichever comes first, then one line
-#: when a renewal works again.
-FAILURE_LOG_EVERY = 10
-FAILURE_LOG_EVERY_S = 10.0
-#: A failed renewal is tried again after at least this long (seconds).
-RETRY_MIN_S = 0.01
-
-
-def renewal_retry_s(failures: int, remaining_s: float) -> float:
-    """Seconds until a renewal that failed ``failures`` times in a row is tried again.
-
-    A renewal fails without telling anything about the lease when it cannot reach the
-    database: the server refuses a connection (``too many connections``, ``remaining
-    connection slots are reserved``), the pool has none, the network is down. The lease
-    still holds until its deadline, so the renewer keeps trying until then: capped
-    exponential backoff with full jitter (:func:`joblocks._util.backoff.delay_ms`: up to 25
-    ms, doubling to 1 s), never later than half the time left, so tries keep coming as
-    the deadline nears. The lease is declared lost only when it runs out, or when a
-    renewal reaches the database and finds the row gone or another holder's.
-    """
-    jitter = random.random()  # noqa: S311 - jitter, not crypto
-    return max(RETRY_MIN_S, delay_ms(failures, remaining_s * 500.0, jitter) / 1000.0)
-
-
-class LeaseState(abc.ABC):
+class LeaseState(RenewalSchedule, abc.ABC):
     """State and logic shared by ``joblocks.Lease`` and ``joblocks.aio.Lease``."""
 
     key: str
@@ -305,27 +275,6 @@ class LeaseState(abc.ABC):
         """On the watchdog's thread (which must never wait): report the loss elsewhere."""
         in_thread(self._check_ran_out, "joblocks-lease-lost")
 
-    def _renewal_failed(self, exc: BaseException) -> None:
-        """Log a failed renewal: the first, then a count now and then (see
-        :data:`FAILURE_LOG_EVERY`); a renewal that works again logs one line."""
-        now = time.monotonic()
-        failures = self._renew_failures + 1  # counted by _after_failed_renewal, next
-        if failures == 1:
-            self._failing_since = now
-            self._failure_logged = (1, now)
-            log.warning("joblocks: renewing %r failed: %s", self.key, exc)
-            return
-        logged, at = self._failure_logged
-        if failures - logged >= FAILURE_LOG_EVERY or now - at >= FAILURE_LOG_EVERY_S:
-            self._failure_logged = (failures, now)
-            log.warning(
-                "joblocks: renewing %r still failing (%d attempts in %.1f s): %s",
-                self.key,
-                failures,
-                now - self._failing_since,
-                exc,
-            )
-
     def _mark_lost(self, reason: str) -> bool:
         """Record the loss once; True the first time."""
         with self._state_lock:
@@ -386,54 +335,6 @@ class LeaseState(abc.ABC):
             if capped
             else "the lease ran out before a renewal landed"
         )
-
-    # -- renewal schedule (both renewers) -------------------------------------------
-
-    def _renewal_due(self, now: float) -> str:
-        """What the renewer should do now: ``renew``, ``wait``, ``expire`` or ``drop``."""
-        if self._released or self._lost_reason is not None:
-            return "drop"
-        if now >= self._lost_at:
-            return "expire"
-        if self._max_hold_until is not None and now >= self._max_hold_until:
-            return "wait"
-        return "renew" if now >= self.next_renewal - self._renew_slack else "wait"
-
-    def _next_wakeup(self) -> float:
-        capped = self._max_hold_until is not None and self.next_renewal >= self._max_hold_until
-        return self._lost_at if capped else min(self.next_renewal, self._lost_at)
-
-    def _lost_file(self) -> bool:
-        """On SQLite, before a keep-alive renewal: True (and the lease marked lost) when
-        the database file is no longer at its path, deleted or replaced by another file.
-
-        A connection opened before keeps writing to the deleted file, where no other
-        process sees this lease any more: renewing it there would hold nothing.
-        """
-        found = self._model._found
-        watched = None if found is None else found.file
-        if watched is None:
-            return False
-        path, device, inode = watched
-        try:
-            now = os.stat(path)
-        except FileNotFoundError:
-            reason = f"the SQLite file {path} was deleted"
-        except OSError:
-            return False  # cannot tell (e.g. permissions): the renewal decides
-        else:
-            if (now.st_dev, now.st_ino) == (device, inode):
-                return False
-            reason = f"the SQLite file {path} was replaced by another file"
-        self._mark_lost(f"{reason}; other processes no longer see this lease")
-        return True
-
-    def _after_failed_renewal(self, now: float) -> None:
-        # Try again until the lease runs out (backoff: see renewal_retry_s).
-        self._renew_failures += 1
-        pause = renewal_retry_s(self._renew_failures, self._lost_at - now)
-        self.next_renewal = now + min(self._renew_every, pause)
-        self._renew_slack = 0.0
 
 
 def _loss_due(ref: weakref.ref[LeaseState]) -> Callable[[], None]:

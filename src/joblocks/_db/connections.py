@@ -50,7 +50,7 @@ def never_wait_for_the_pool() -> None:
 
     For the keep-alive thread: a renewal that waited in the pool could not notice its
     lease run out meanwhile, nor serve the other leases; failing at once, it is tried
-    again with backoff until the lease runs out (see ``_keepalive.renewal_retry_s``).
+    again with backoff until the lease runs out (see ``_core.renewal.renewal_retry_s``).
     """
     _thread.no_pool_wait = True
 

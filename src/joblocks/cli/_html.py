@@ -15,7 +15,7 @@ import html
 from collections.abc import Sequence
 from datetime import datetime, timezone
 
-from .._core.ledger import Run
+from .._core.history import Run
 from .._db.records import from_ms
 
 #: Bar colours by outcome (``running``: no end yet; ``abandoned``: no end, and its

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .._core.ledger import Run
+from .._core.history import Run
 
 
 @dataclass(frozen=True)

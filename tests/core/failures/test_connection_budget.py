@@ -282,7 +282,7 @@ def test_an_idle_model_keeps_one_connection(small_url: str) -> None:
 def test_renewal_retries_come_until_the_deadline() -> None:
     """Backoff from _backoff (25 ms doubling to 1 s, full jitter), at least 10 ms, and
     never later than half the time left: tries keep coming as the deadline nears."""
-    from joblocks._core.state import RETRY_MIN_S, renewal_retry_s
+    from joblocks._core.renewal import RETRY_MIN_S, renewal_retry_s
 
     for failures in range(1, 40):
         for remaining in (10.0, 3.0, 0.5, 0.05, 0.0, -1.0):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import joblocks
-from joblocks._core.state import RENEW_SLACK
+from joblocks._core.renewal import RENEW_SLACK
 
 
 def test_a_lease_is_renewed_early_only_within_the_slack_and_never_after_a_failure(
