@@ -27,6 +27,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from ._core.registry import Registry, check_options
 from ._db.records import JobLock
 from ._sync import config as _config
 from ._sync.model import JobLockModel
@@ -56,7 +57,7 @@ def temporary_model(
         model = JobLockModel(f"sqlite:///{path}", **options)
         stack.callback(model.dispose)
         if configure:
-            stack.enter_context(_as_default(model, _config.check_options(options)))
+            stack.enter_context(_as_default(model, check_options(options)))
         yield model
 
 
@@ -83,14 +84,14 @@ def _as_default(model: JobLockModel, options: dict[str, Any]) -> Iterator[None]:
                 aio_after._dispose(other)
 
 
-def _aio_registry() -> _config.Registry[Any] | None:
+def _aio_registry() -> Registry[Any] | None:
     aio = sys.modules.get("joblocks.aio")
-    registry: _config.Registry[Any] | None = getattr(aio, "_registry", None)
+    registry: Registry[Any] | None = getattr(aio, "_registry", None)
     return registry
 
 
 def _swap(
-    registry: _config.Registry[Any],
+    registry: Registry[Any],
     specs: dict[str | None, Any] | None,
     options: dict[str, Any],
     models: dict[str | None, Any],

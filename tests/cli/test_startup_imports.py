@@ -54,6 +54,7 @@ NOT_ON_RUN_PATH = (
     "joblocks._async.keepalive",
     "joblocks._async.driver",
     "joblocks._async.run",
+    "joblocks._async.config",
     "joblocks.metrics",
     "joblocks.contrib",
     "joblocks.testing",

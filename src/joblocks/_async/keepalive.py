@@ -1,5 +1,6 @@
 """Keep-alive on the asyncio face: one renewer task per event loop (the sync face's is
-one thread per process, in ``_sync.keepalive``, with what the two share)."""
+one thread per process, in ``_sync.keepalive``; what the two share is in
+``_core.renewal``)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import time
 import weakref
 from typing import Any
 
-from .._sync.keepalive import _alive, _due, _idle_keepers, _Registry
+from .._core.renewal import _alive, _due, _idle_keepers, _Registry
 
 
 class TaskRenewer:

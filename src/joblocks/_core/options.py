@@ -10,6 +10,7 @@ one place.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Mapping
 from datetime import tzinfo
 from typing import TYPE_CHECKING, Any, Callable, Generic, Literal, TypeVar, Union
@@ -292,3 +293,21 @@ def check_cancel_on_loss(cancel_on_loss: object, keepalive: bool) -> bool:
     if cancel_on_loss and not keepalive:
         raise ValueError("cancel_on_loss needs keepalive=True (loss is found by renewals)")
     return cancel_on_loss
+
+
+def check_work(work: object, *, asynchronous: bool) -> None:
+    """``work`` must be callable, and a coroutine function exactly on the asyncio face."""
+    if not callable(work):
+        raise TypeError(f"work must be callable, not {type(work).__name__}")
+    is_async = inspect.iscoroutinefunction(work) or (
+        not inspect.isroutine(work) and inspect.iscoroutinefunction(type(work).__call__)
+    )
+    if is_async and not asynchronous:
+        raise TypeError(
+            "work is a coroutine function: use joblocks.aio.run_with_lock for async work"
+        )
+    if asynchronous and not is_async:
+        raise TypeError(
+            "work must be an async function (async def) on joblocks.aio; "
+            "use joblocks.run_with_lock for sync work"
+        )

@@ -2,7 +2,8 @@
 
 A renewer asks a lease what to do now (:meth:`RenewalSchedule._renewal_due`) and when
 to wake next; a renewal that fails is tried again with backoff until the lease runs
-out, and logged now and then (not once per try). The lease's own state and its
+out, and logged now and then (not once per try). The helpers at the end are what the
+sync face's renewer thread and the asyncio face's renewer tasks share. The lease's own state and its
 transitions are :class:`joblocks._core.state.LeaseState`'s, which this is a part of.
 """
 
@@ -12,6 +13,7 @@ import logging
 import os
 import random
 import time
+import weakref
 from typing import TYPE_CHECKING, Any
 
 from .._util.backoff import delay_ms
@@ -133,3 +135,75 @@ class RenewalSchedule:
                 now - self._failing_since,
                 exc,
             )
+
+
+# -- what both renewers share (a thread per process, a task per event loop) -----------
+
+
+def _idle_keepers(keeping: Any, leases: list[Any], drop: list[Any]) -> list[Any]:
+    """The models of ``keeping`` that have no keep-alive lease left (taken out of it)."""
+    dropped = {id(lease) for lease in drop}
+    busy = {id(lease._model) for lease in leases if id(lease) not in dropped}
+    idle = [model for model in keeping if id(model) not in busy]
+    for model in idle:
+        keeping.discard(model)
+    return idle
+
+
+def _alive(refs: Any) -> list[Any]:
+    """The leases still referenced by their owners."""
+    return [lease for lease in (ref() for ref in refs) if lease is not None]
+
+
+def _due(leases: list[Any], now: float) -> tuple[list[Any], list[Any], list[Any], float]:
+    """Sort leases into (to renew, to drop, run out) and say when to wake next."""
+    renew: list[Any] = []
+    drop: list[Any] = []
+    expired: list[Any] = []
+    wake = now + 3600.0
+    for lease in leases:
+        action = lease._renewal_due(now)
+        if action == "renew":
+            renew.append(lease)
+        elif action == "drop":
+            drop.append(lease)
+        elif action == "expire":
+            expired.append(lease)
+            drop.append(lease)
+        else:
+            wake = min(wake, lease._next_wakeup())
+    return renew, drop, expired, wake
+
+
+class _Registry:
+    """Weak references to the leases of one renewer, by the lease's ``id``.
+
+    A reference dies when its lease is garbage collected; the death is only noted (a
+    list append, which takes no lock: the collector may run in any thread, even one
+    holding the renewer's lock) and the dead references are dropped on the next look.
+    """
+
+    def __init__(self) -> None:
+        self._refs: dict[int, weakref.ref[Any]] = {}
+        self._dead: list[weakref.ref[Any]] = []
+
+    def add(self, lease: Any) -> None:
+        self._refs[id(lease)] = weakref.ref(lease, self._dead.append)
+
+    def discard(self, lease: Any) -> None:
+        ref = self._refs.get(id(lease))
+        if ref is not None and ref() is lease:
+            del self._refs[id(lease)]
+
+    def discard_all(self, leases: list[Any]) -> None:
+        for lease in leases:
+            self.discard(lease)
+
+    def refs(self) -> list[weakref.ref[Any]]:
+        if self._dead:
+            self._dead.clear()
+            self._refs = {key: ref for key, ref in self._refs.items() if ref() is not None}
+        return list(self._refs.values())
+
+    def __len__(self) -> int:
+        return len(self.refs())

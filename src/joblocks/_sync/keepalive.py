@@ -1,5 +1,5 @@
 """Keep-alive: one renewer per process (a thread; the asyncio face's, one task per event
-loop, is in ``_async.keepalive``), and what the two share.
+loop, is in ``_async.keepalive``; what the two share is in ``_core.renewal``).
 
 Each renewer serves every keep-alive lease of its process or loop, so a process holding
 a thousand leases runs one renewal thread, not a thousand. It sleeps until the next
@@ -26,78 +26,10 @@ import time
 import weakref
 from typing import Any
 
+from .._core.renewal import _alive, _due, _idle_keepers, _Registry
 from .._core.state import LeaseState
 from .._db.connections import never_wait_for_the_pool
 from .._util import identity as _identity
-
-
-def _idle_keepers(keeping: Any, leases: list[Any], drop: list[Any]) -> list[Any]:
-    """The models of ``keeping`` that have no keep-alive lease left (taken out of it)."""
-    dropped = {id(lease) for lease in drop}
-    busy = {id(lease._model) for lease in leases if id(lease) not in dropped}
-    idle = [model for model in keeping if id(model) not in busy]
-    for model in idle:
-        keeping.discard(model)
-    return idle
-
-
-def _alive(refs: Any) -> list[Any]:
-    """The leases still referenced by their owners."""
-    return [lease for lease in (ref() for ref in refs) if lease is not None]
-
-
-def _due(leases: list[Any], now: float) -> tuple[list[Any], list[Any], list[Any], float]:
-    """Sort leases into (to renew, to drop, run out) and say when to wake next."""
-    renew: list[LeaseState] = []
-    drop: list[LeaseState] = []
-    expired: list[LeaseState] = []
-    wake = now + 3600.0
-    for lease in leases:
-        action = lease._renewal_due(now)
-        if action == "renew":
-            renew.append(lease)
-        elif action == "drop":
-            drop.append(lease)
-        elif action == "expire":
-            expired.append(lease)
-            drop.append(lease)
-        else:
-            wake = min(wake, lease._next_wakeup())
-    return renew, drop, expired, wake
-
-
-class _Registry:
-    """Weak references to the leases of one renewer, by the lease's ``id``.
-
-    A reference dies when its lease is garbage collected; the death is only noted (a
-    list append, which takes no lock: the collector may run in any thread, even one
-    holding the renewer's lock) and the dead references are dropped on the next look.
-    """
-
-    def __init__(self) -> None:
-        self._refs: dict[int, weakref.ref[Any]] = {}
-        self._dead: list[weakref.ref[Any]] = []
-
-    def add(self, lease: Any) -> None:
-        self._refs[id(lease)] = weakref.ref(lease, self._dead.append)
-
-    def discard(self, lease: Any) -> None:
-        ref = self._refs.get(id(lease))
-        if ref is not None and ref() is lease:
-            del self._refs[id(lease)]
-
-    def discard_all(self, leases: list[Any]) -> None:
-        for lease in leases:
-            self.discard(lease)
-
-    def refs(self) -> list[weakref.ref[Any]]:
-        if self._dead:
-            self._dead.clear()
-            self._refs = {key: ref for key, ref in self._refs.items() if ref() is not None}
-        return list(self._refs.values())
-
-    def __len__(self) -> int:
-        return len(self.refs())
 
 
 class ThreadRenewer:

@@ -2,37 +2,19 @@
 
 from __future__ import annotations
 
-import inspect
 from typing import Any, Callable
 
 from typing_extensions import Unpack
 
 from .._core import lifecycle as _lifecycle
-from .._core.options import LEASE_OPTIONS, LeaseKwargs, LeaseOptions, RunOptions
+from .._core.options import LEASE_OPTIONS, LeaseKwargs, LeaseOptions, RunOptions, check_work
+from .._core.registry import resolve_model
 from .._core.state import Outcome
 from .._util import validate as _validate
 from .._util.errors import LockNotAcquired
-from .config import get_model, resolve_model
+from .config import get_model
 from .lease import Lease
 from .model import JobLockModel
-
-
-def check_work(work: object, *, asynchronous: bool) -> None:
-    """``work`` must be callable, and a coroutine function exactly on the asyncio face."""
-    if not callable(work):
-        raise TypeError(f"work must be callable, not {type(work).__name__}")
-    is_async = inspect.iscoroutinefunction(work) or (
-        not inspect.isroutine(work) and inspect.iscoroutinefunction(type(work).__call__)
-    )
-    if is_async and not asynchronous:
-        raise TypeError(
-            "work is a coroutine function: use joblocks.aio.run_with_lock for async work"
-        )
-    if asynchronous and not is_async:
-        raise TypeError(
-            "work must be an async function (async def) on joblocks.aio; "
-            "use joblocks.run_with_lock for sync work"
-        )
 
 
 def run_with_lock(

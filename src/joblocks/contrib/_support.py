@@ -36,13 +36,13 @@ from .._core.base import wrong_face as wrong_face
 from .._core.options import LeaseOptions as LeaseOptions
 from .._core.options import check_cancel_on_loss as check_cancel_on_loss
 from .._core.options import schedule_option as schedule_option
+from .._core.registry import check_options as check_options
 from .._core.state import Skipped as Skipped
 from .._decorator import KeyTemplate as KeyTemplate
 from .._decorator import SingleInstance as SingleInstance
 from .._decorator import is_async_callable as is_async_callable
 from .._decorator import run_leased as run_leased
 from .._decorator import unique_holder as unique_holder
-from .._sync.config import check_options as check_options
 from .._sync.config import configure as configure
 from .._sync.config import get_model as get_model
 from .._util.validate import Duration as Duration
