@@ -53,7 +53,7 @@ if TYPE_CHECKING:
         LockTimeoutError,
     )
     from ._util.events import Event, EventKind, add_listener, remove_listener
-    from ._util.identity import worker_id
+    from ._util.process import worker_id
     from ._util.validate import MAX_HOLDER_BYTES, MAX_KEY_BYTES, Duration
 
     #: This process's holder id (a UUID string). Read as ``joblocks.WORKER_ID`` to see
@@ -135,7 +135,7 @@ _LAZY = {
         "._util.errors",
     ),
     **dict.fromkeys(("Event", "EventKind", "add_listener", "remove_listener"), "._util.events"),
-    "worker_id": "._util.identity",
+    "worker_id": "._util.process",
     "Lease": "._sync.lease",
     "Run": "._core.history",
     "JobLockModel": "._sync.model",
@@ -174,7 +174,7 @@ def get_model(name: str | None = None) -> JobLockModel:
 
 def __getattr__(name: str) -> Any:
     if name == "WORKER_ID":
-        from ._util.identity import worker_id
+        from ._util.process import worker_id
 
         return worker_id()
     module = _LAZY.get(name)

@@ -24,7 +24,7 @@ from ._sync.lease import Lease
 from ._sync.model import JobLockModel
 from ._sync.run import _release_quietly, run_request
 from ._util import validate as _validate
-from ._util.identity import worker_id
+from ._util.process import worker_id
 
 if TYPE_CHECKING:
     from collections.abc import Coroutine

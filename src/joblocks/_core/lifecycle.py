@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from .._sql import tables as _tables
 from .._util import backoff as _backoff
 from .._util import events as _events
-from .._util import guard as _guard
+from .._util import process as _process
 from .._util import validate as _validate
 from .._util.errors import LockBackendError
 from . import (
@@ -307,7 +307,7 @@ def run_with_lock(
     if opts.max_holders is not None:
         slot += (opts.holder,)  # counted: one run per holder of this process
     attempt = 0
-    while not _guard.enter(slot):
+    while not _process.enter_guard(slot):
         attempt += 1
         pause = _backoff.next_pause(attempt, started, opts.wait_ms)
         if pause is None:
@@ -330,7 +330,7 @@ def run_with_lock(
             yield from release_quietly(lease)
         return taken
     finally:
-        _guard.leave(slot)
+        _process.leave_guard(slot)
 
 
 #: A release after the work that fails (the database unreachable) is tried this many

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Callable, Generic, Literal, TypeVar, Unio
 from typing_extensions import TypedDict
 
 from .._util import validate as _validate
-from .._util.identity import worker_id
+from .._util.process import worker_id
 from .schedule import Schedule
 
 if TYPE_CHECKING:

@@ -35,8 +35,7 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import Connection, Dialect, Table
 
 from .._db.records import JobLock
-from .._sql.places import PlaceStatements, places
-from .._sql.statements import Statements
+from .._sql.statements import PlaceStatements, Statements, places
 from .._util import validate as _validate
 from .._util.errors import LockHoldersMismatch
 from . import ops as _ops

@@ -32,7 +32,7 @@ from typing import Any
 from sqlalchemy import Connection, Engine
 from sqlalchemy import exc as sa_exc
 
-from .._util import identity as _identity
+from .._util import process as _process
 from .._util.sqla import overflow
 from .engines import IDLE_PING_AFTER_S
 
@@ -64,7 +64,7 @@ def _after_fork() -> None:
     _generation += 1
 
 
-_identity.on_fork(_after_fork)
+_process.on_fork(_after_fork)
 
 
 class ConnectionCache:

@@ -29,7 +29,7 @@ import threading
 import time
 from typing import Any, Callable
 
-from .._util import identity as _identity
+from .._util import process as _process
 from .._util.errors import NoReply
 
 __all__ = ["NoReply", "abandon", "loss_margin_s", "watchdog"]
@@ -136,7 +136,7 @@ class Watchdog:
 
 
 watchdog = Watchdog()
-_identity.on_fork(watchdog._after_fork)
+_process.on_fork(watchdog._after_fork)
 
 
 def in_thread(fn: Callable[[], None], name: str) -> None:

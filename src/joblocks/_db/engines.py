@@ -40,7 +40,7 @@ from .._sql.connect import (
     sqlite_pragmas,
 )
 from .._sql.dialects import PROFILES, SUPPORTED_BACKENDS, UNSUPPORTED, profile
-from .._util import identity as _identity
+from .._util import process as _process
 from .._util.errors import LockBackendError, LockDriverMissing, translate
 from .._util.secrets import mask_url
 from .state_file import default_sqlite_path, prepare_default_file
@@ -363,7 +363,7 @@ def _reset_after_fork() -> None:
         engine.dispose(close=False)
 
 
-_identity.on_fork(_reset_after_fork)
+_process.on_fork(_reset_after_fork)
 
 
 def describe(engine: Engine | AsyncEngine) -> str:

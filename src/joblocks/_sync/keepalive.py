@@ -29,7 +29,7 @@ from typing import Any
 from .._core.renewal import _alive, _due, _idle_keepers, _Registry
 from .._core.state import LeaseState
 from .._db.connections import never_wait_for_the_pool
-from .._util import identity as _identity
+from .._util import process as _process
 
 
 class ThreadRenewer:
@@ -112,4 +112,4 @@ class ThreadRenewer:
 
 
 thread_renewer = ThreadRenewer()
-_identity.on_fork(thread_renewer._after_fork)
+_process.on_fork(thread_renewer._after_fork)

@@ -29,7 +29,7 @@ def holder_id() -> str:
 
     Readable in ``joblocks list``, and unique per run thanks to the worker id.
     """
-    from .._util.identity import worker_id
+    from .._util.process import worker_id
 
     prefix = f"{operator()}:{os.getpid()}:".encode()[:200].decode("utf-8", "ignore")
     return prefix + worker_id()

@@ -387,8 +387,7 @@ def test_every_statement_is_pinned_by_the_golden_file(backend: str) -> None:
     by the scenario above, so the golden file pins it: none goes unchecked."""
     from sqlalchemy import create_engine
 
-    from joblocks._sql.places import places
-    from joblocks._sql.statements import AcquireStep, Prepared, build, paths_for
+    from joblocks._sql.statements import AcquireStep, Prepared, build, paths_for, places
 
     # The drivers joblocks uses (their parameter style is in the compiled SQL).
     driver = {"sqlite": "sqlite+pysqlite", "postgresql": "postgresql+psycopg"}
