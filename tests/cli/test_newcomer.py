@@ -340,6 +340,7 @@ def test_readme_quick_start_is_two_commands_in_a_virtualenv() -> None:
     assert "for aiosqlite." not in readme
 
 
+@pytest.mark.slow  # a fresh virtual environment and an install: the `slow` step
 @pytest.mark.timeout(900)
 def test_readme_quick_start_installs_and_runs_on_a_fresh_copy(tmp_path: Path) -> None:
     """The first quick-start command, verbatim, in a copy of the project without a venv."""

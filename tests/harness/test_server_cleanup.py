@@ -29,7 +29,9 @@ import joblocks
 from ..support import servers
 from ..support.matrix import unavailable
 
-pytestmark = [pytest.mark.server, pytest.mark.timeout(180)]
+# Each case is a whole pytest run of its own (servers started, killed, checked): in the
+# `slow` step, beside the races, not in the default run.
+pytestmark = [pytest.mark.server, pytest.mark.slow, pytest.mark.timeout(180)]
 
 ROOT = Path(__file__).resolve().parents[2]
 WAIT_S = 60.0
