@@ -6,10 +6,18 @@ ones serve other tests meanwhile) is killed and started again on the same port a
 directory, and a SQLite file is locked by
 another connection's exclusive transaction (the release waits out the model's busy
 time-out, then fails). Both faces.
+
+While the server is down, the test holds its port (a socket listening on it, never
+accepting): on a machine where other test runs start servers on free ports, the killed
+server's port may otherwise be taken by another PostgreSQL or MariaDB (same user, same
+database name, no password), which would answer in its place. Every check that the
+server is this module's own (its data directory) makes such a mix-up a precise failure.
 """
 
 from __future__ import annotations
 
+import os
+import socket
 import sqlite3
 import threading
 from collections.abc import Iterator
@@ -31,6 +39,25 @@ _CONNECT_TIMEOUT: dict[str, dict[str, Any]] = {
     "postgresql": {"connect_timeout": 2},
     "mariadb": {"connect_timeout": 2},
 }
+_DATA_DIR = {"postgresql": "SHOW data_directory", "mariadb": "SELECT @@datadir"}
+
+
+def _answers_as(server: Server, backend: str) -> Path:
+    """The data directory of the server answering on ``server``'s port."""
+    engine = sa.create_engine(server.url, connect_args=_CONNECT_TIMEOUT[backend])
+    try:
+        with engine.connect() as conn:
+            return Path(str(conn.exec_driver_sql(_DATA_DIR[backend]).scalar())).resolve()
+    finally:
+        engine.dispose()
+
+
+def _check_own(server: Server, backend: str) -> None:
+    """The premise of every test here: the server on the port is this module's own."""
+    answering = _answers_as(server, backend)
+    assert answering == server.data_dir.resolve(), (
+        f"another server answers on port {server.port}: {answering}"
+    )
 
 
 class Outage:
@@ -47,10 +74,21 @@ class Outage:
             self.server = request.getfixturevalue(fixture)
             self.url = self.server.url
         self.down = False
+        self.port_guard: _PortGuard | None = None
+        if self.server is not None:
+            _check_own(self.server, backend)
 
     def break_(self) -> None:
         if self.server is not None:
+            pgid = self.server.pid
+            assert pgid is not None
             self.server.kill()
+            # No process of the killed server is left (no backend to answer a
+            # connection the model keeps).
+            with pytest.raises(ProcessLookupError):
+                os.killpg(pgid, 0)
+            # Its port is held until restore(): no other server can listen on it.
+            self.port_guard = _PortGuard(self.server.port)
             # The premise of every test here: the server no longer answers.
             probe = sa.create_engine(self.url, connect_args=_CONNECT_TIMEOUT[self.backend])
             try:
@@ -69,11 +107,49 @@ class Outage:
             return
         self.down = False
         if self.server is not None:
+            if self.port_guard is not None:
+                self.port_guard.close()
+                self.port_guard = None
             self.server.start()
+            _check_own(self.server, self.backend)
         elif self.blocker is not None:
             self.blocker.execute("ROLLBACK")
             self.blocker.close()
             self.blocker = None
+
+
+class _PortGuard:
+    """Holds loopback ``port`` while the server is down: listening on it, it closes
+    every connection at once (the client sees the server gone, as with no listener),
+    and no other process can listen on the port while it is open."""
+
+    def __init__(self, port: int) -> None:
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            # As the servers do: the killed server's connections may be in TIME_WAIT.
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            self.sock.bind(("127.0.0.1", port))
+            self.sock.listen(16)
+            self.sock.settimeout(0.05)
+        except BaseException:
+            self.sock.close()
+            raise
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._refuse, daemon=True)
+        self.thread.start()
+
+    def _refuse(self) -> None:
+        while not self.done.is_set():
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:  # the time-out: look at ``done`` again
+                continue
+            conn.close()
+
+    def close(self) -> None:
+        self.done.set()
+        self.thread.join(timeout=30)
+        self.sock.close()
 
 
 @pytest.fixture(scope="module")
