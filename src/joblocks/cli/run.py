@@ -169,7 +169,7 @@ class _Run:
                 if own:
                     from .._core.ledger import CommandFailed
 
-                    lease._run_error = CommandFailed(own)
+                    lease._work_failed(CommandFailed(own))
                 return status
             finally:
                 self.mode = "record"
