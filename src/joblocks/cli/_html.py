@@ -17,6 +17,7 @@ from datetime import datetime, timezone
 
 from .._core.history import Run
 from .._db.records import from_ms
+from ._format import format_duration
 
 #: Bar colours by outcome (``running``: no end yet; ``abandoned``: no end, and its
 #: lease is gone: its process died).
@@ -61,23 +62,11 @@ def _end_ms(run: Run, now_ms: int) -> int:
 
 
 def duration_text(ms: float) -> str:
-    """A short duration: ``3ms``, ``850ms``, ``4.2s``, ``9m58s``, ``2h05m``, ``3d4h``."""
-    ms = max(0, int(ms))
-    if ms < 1_000:
-        return f"{ms}ms"
-    if ms < 10_000:
-        return f"{ms / 1000:.1f}".rstrip("0").rstrip(".") + "s"
-    seconds = ms // 1_000
-    days, rest = divmod(seconds, 86_400)
-    hours, rest = divmod(rest, 3_600)
-    minutes, secs = divmod(rest, 60)
-    if days:
-        return f"{days}d{hours}h" if hours else f"{days}d"
-    if hours:
-        return f"{hours}h{minutes:02d}m"
-    if minutes:
-        return f"{minutes}m{secs:02d}s" if secs else f"{minutes}m"
-    return f"{secs}s"
+    """A short duration: ``3ms``, ``850ms``, ``4.2s``, ``9m58s``, ``2h05m``, ``3d4h``
+    (the command line's :func:`format_duration`, with tenths of a second under 10 s)."""
+    if 1_000 <= ms < 10_000:
+        return f"{int(ms) / 1000:.1f}".rstrip("0").rstrip(".") + "s"
+    return format_duration(ms)
 
 
 def _stamp(ms: int, with_ms: bool = True) -> str:
