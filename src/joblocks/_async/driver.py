@@ -22,6 +22,8 @@ from .._db.execute import Checkout
 from .._util.errors import NoReply, translate
 from .._util.sqla import greenlet_spawn, hands_off_per_statement
 from .keepalive import task_renewer
+from .raw import Link, Raw, RawPool, bounded_at, close_now, send
+from .raw import usable as raw_usable
 from .sqlite import RERUN_SAFE, WAIT, LoopSQLite
 from .sqlite import usable as loop_usable
 
@@ -206,10 +208,17 @@ class Driver(ModelCore):
         self._loop_sqlite: LoopSQLite | None = None
         # The connection kept for the renewals of this model's keep-alive leases, on
         # the loop of ``_keeper_loop`` (see ``_on_keeper``).
-        self._keeper: AsyncConnection | None = None
+        # (A ``_raw.Raw`` on the asyncio driver's own connections.)
+        self._keeper: Any = None
         self._keeper_lock: asyncio.Lock | None = None
         self._keeper_loop: weakref.ref[asyncio.AbstractEventLoop] | None = None
         self._keeper_task: asyncio.Task[None] | None = None
+        # An engine joblocks made on a server: the operations' statements are awaited
+        # on the asyncio driver's own connections (``_async.raw``), no greenlet.
+        self._link: Link | None = None
+        self._raw_pool: RawPool | None = None
+        if self.owns_engine and not single_file and raw_usable(self.engine):
+            self._link = Link(self.engine, self.timeout_ms)
         url = self._url
         if url is not None and self.statements.profile.single_file and loop_usable(url):
             self._loop_sqlite = LoopSQLite(url, self.timeout_ms)
@@ -273,7 +282,9 @@ class Driver(ModelCore):
         if self._keeper_loop is None or self._keeper_loop() is not loop:
             self._keeper_loop = weakref.ref(loop)
             self._keeper_lock = asyncio.Lock()
-            self._keeper = None
+            kept, self._keeper = self._keeper, None
+            if isinstance(kept, Raw):
+                close_now(kept)  # of a loop gone by: its pool is closed too
         assert self._keeper_lock is not None  # noqa: S101 - set with the loop
         return self._keeper_lock
 
@@ -295,6 +306,9 @@ class Driver(ModelCore):
         task.add_done_callback(done)
 
     async def _take_keeper_now(self) -> None:
+        if self._link is not None:
+            await self._take_raw_keeper_now()
+            return
         async with self._keeper_guard():
             if self._keeper is not None and not self._keeper.invalidated:
                 return
@@ -350,8 +364,123 @@ class Driver(ModelCore):
             return
         async with self._keeper_guard():
             conn, self._keeper = self._keeper, None
-            if conn is not None:
+            if isinstance(conn, Raw):
+                self._here().put(conn)
+            elif conn is not None:
                 await asyncio.shield(_close_kept(conn))
+
+    # -- the asyncio driver's own connections (an engine joblocks made, a server) ------
+
+    def _here(self) -> RawPool:
+        """The model's connections on the running event loop (a pool of another loop,
+        one gone by, is closed)."""
+        loop = asyncio.get_running_loop()
+        pool = self._raw_pool
+        if pool is not None and pool.loop is loop and not pool.closed:
+            return pool
+        if pool is not None:
+            pool.close()
+        assert self._link is not None  # noqa: S101 - the raw path only
+        pool = self._raw_pool = RawPool(self._link, loop)
+        return pool
+
+    async def _on_raw(self, step: Attempt) -> Any:
+        """``step`` on a connection of the model's pool on this loop."""
+        pool = self._here()
+        raw = await pool.take()
+        try:
+            return await self._sent(pool.link, raw, step)
+        finally:
+            pool.put(raw)
+
+    async def _sent(self, link: Link, raw: Raw, step: Attempt) -> Any:
+        """The statements of the operation ``step`` sent on ``raw`` one after the other
+        (each result sent back in, each error thrown in at the ``yield``), abandoned
+        (``NoReply``) when they do not end within ``timeout``, nor by ``step.until``:
+        the watchdog cancels the statement server-side and shuts the socket down
+        (``_db.deadline``); on aiomysql asyncio also cuts the call a little later, should
+        it not end by itself. The connection of a call abandoned, cut off or cancelled
+        mid-statement is never used again."""
+        started = time.monotonic()
+        at = started + link.timeout_s
+        until = step.until
+        if until is not None and until < at:
+            at = until
+        bound = Bound(at, raw.driver)
+        try:
+            work = self._statements(link, raw, step)
+            if self.statements.profile.bounds_async_calls:
+                result = await bounded_at(work, at - started + _ABANDON_GRACE_S)
+            else:
+                result = await work
+        except BaseException as exc:
+            if bound.end():
+                raw.lost = True
+                raise NoReply((at - started) * 1000) from exc
+            raise
+        if bound.end():
+            raw.lost = True
+            raise NoReply((at - started) * 1000)
+        return result
+
+    async def _statements(self, link: Link, raw: Raw, step: Attempt) -> Any:
+        sent = step.fn(self.statements, *step.args)
+        put = sent.send
+        try:
+            stmt, values = put(None)
+            while True:
+                try:
+                    result = await send(link, raw, stmt, values)
+                except BaseException as exc:
+                    stmt, values = sent.throw(exc)
+                else:
+                    stmt, values = put(result)
+        except StopIteration as done:
+            return done.value
+
+    async def _on_raw_keeper(self, step: Attempt) -> Any:
+        """``step`` (a keep-alive renewal, a keep-alive grant) on the connection the
+        model keeps for its keep-alive leases, never taken by its other calls; one that
+        was lost or cut off is closed, the next renewal takes another."""
+        async with self._keeper_guard():
+            pool = self._here()
+            raw = self._keeper
+            if raw is None or raw.lost:
+                self._keeper = None
+                if raw is not None:
+                    pool.put(raw)
+                raw = self._keeper = await self._raw_keeper(pool, step.until)
+            try:
+                return await self._sent(pool.link, raw, step)
+            finally:
+                if raw.lost:
+                    if self._keeper is raw:
+                        self._keeper = None
+                    pool.put(raw)
+
+    async def _raw_keeper(self, pool: RawPool, until: float | None) -> Raw:
+        """A connection of ``pool``, waited for no longer than ``timeout`` nor past
+        ``until`` (monotonic seconds)."""
+        left = pool.link.timeout_s
+        if until is not None:
+            left = max(0.001, min(left, until - time.monotonic()))
+        return await bounded_at(pool.take(), left)
+
+    async def _take_raw_keeper_now(self) -> None:
+        async with self._keeper_guard():
+            kept = self._keeper
+            if kept is not None and not kept.lost:
+                return
+            pool = self._here()
+            if kept is not None:
+                self._keeper = None
+                pool.put(kept)
+            with contextlib.suppress(Exception):
+                self._keeper = await self._raw_keeper(pool, None)
+            if self._keeper is not None and not task_renewer().keeps(self):
+                # The lease ended meanwhile and its renewer let go of the model.
+                raw, self._keeper = self._keeper, None
+                pool.put(raw)
 
     @property
     def _io_timeout(self) -> float | None:
@@ -365,6 +494,9 @@ class Driver(ModelCore):
     async def _close_connections(self) -> None:
         """Close the model's connections (and its engine, if joblocks made it)."""
         await self._let_keeper_go()
+        pool, self._raw_pool = self._raw_pool, None
+        if pool is not None:
+            pool.close()
         if self._loop_sqlite is not None:
             self._loop_sqlite.close()
         if self.owns_engine:

@@ -59,6 +59,8 @@ _SYNC_DRIVERS = {name: driver for p in PROFILES for name, driver in p.sync_drive
 _ASYNC_DRIVERS = {name: driver for p in PROFILES for name, driver in p.async_drivers}
 
 _owned: weakref.WeakSet[Any] = weakref.WeakSet()
+#: The ``connect_args`` each engine joblocks made was given (its URL carries the rest).
+_connect_args: weakref.WeakKeyDictionary[Any, dict[str, Any]] = weakref.WeakKeyDictionary()
 log = logging.getLogger("joblocks")
 
 
@@ -299,7 +301,21 @@ def create(url: URL, *, asynchronous: bool, timeout_ms: int | None = None) -> En
         event.listen(sync_engine.pool, "checkin", mark_idle)
         event.listen(sync_engine.pool, "checkout", ping_if_idle)
     _owned.add(sync_engine)
+    _connect_args[sync_engine] = dict(connect_args)
     return engine
+
+
+def driver_connect_args(engine: AsyncEngine) -> tuple[list[Any], dict[str, Any]]:
+    """``(args, kwargs)`` that open a connection of the asyncio driver (psycopg's
+    ``AsyncConnection.connect``, aiomysql's ``connect``) as the pool of ``engine``, an
+    engine joblocks made, opens one: the dialect's reading of the URL (every spelling
+    and query parameter) and the engine's ``connect_args``; ``async_creator_fn``, when
+    there is one, stays in ``kwargs`` (it replaces the driver's ``connect``)."""
+    sync_engine = engine.sync_engine
+    cargs, cparams = sync_engine.dialect.create_connect_args(sync_engine.url)
+    cparams = dict(cparams)
+    cparams.update(_connect_args.get(sync_engine, {}))
+    return list(cargs), cparams
 
 
 #: The extra that installs each asyncio dependency.

@@ -75,6 +75,11 @@ def postgres_chosen(dbapi_connection: Any, record: ConnectionPoolEntry) -> None:
     _postgres_probe(dbapi_connection, record)
 
 
+#: What :func:`postgres_connect` asks a new PostgreSQL connection: its backend's pid and
+#: its default isolation.
+PG_PROBE_SQL = "SELECT pg_backend_pid(), current_setting('default_transaction_isolation')"
+
+
 def _driver(dbapi_connection: Any) -> Any:
     """psycopg's own connection (under SQLAlchemy's asyncio adapter, when there is one)."""
     return getattr(dbapi_connection, "driver_connection", dbapi_connection)
@@ -84,13 +89,13 @@ def _postgres_probe(dbapi_connection: Any, record: ConnectionPoolEntry) -> int:
     """Keep the connection's default isolation in ``record.info``; its backend's pid."""
     cursor = dbapi_connection.cursor()
     try:
-        cursor.execute("SELECT pg_backend_pid(), current_setting('default_transaction_isolation')")
+        cursor.execute(PG_PROBE_SQL)
         pid, level = cursor.fetchone()
     finally:
         cursor.close()
     if not _driver(dbapi_connection).autocommit:
         dbapi_connection.rollback()
-    record.info[ISOLATION_INFO] = _wrapper_for(str(level))
+    record.info[ISOLATION_INFO] = wrapper_for(str(level))
     return int(pid)
 
 
@@ -146,8 +151,10 @@ def read_committed_wrapper(dialect: Dialect, cursor: Any) -> ReadCommitted | Non
         return None
     cursor.execute("SHOW default_transaction_isolation")
     row = cursor.fetchone()
-    return _wrapper_for(str(row[0]) if row else _PG_LEVELS_LIKE_READ_COMMITTED[0])
+    return wrapper_for(str(row[0]) if row else _PG_LEVELS_LIKE_READ_COMMITTED[0])
 
 
-def _wrapper_for(level: str) -> ReadCommitted | None:
+def wrapper_for(level: str) -> ReadCommitted | None:
+    """The wrapper a PostgreSQL connection whose ``default_transaction_isolation`` is
+    ``level`` needs (see :func:`read_committed_wrapper`); None for read committed."""
     return None if level.lower() in _PG_LEVELS_LIKE_READ_COMMITTED else _PG_READ_COMMITTED

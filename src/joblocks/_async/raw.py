@@ -1,0 +1,469 @@
+"""The asyncio face's own connections to a server, with no greenlet and no SQLAlchemy
+pool on the path: for an engine joblocks made from a URL (``model.owns_engine``) on
+PostgreSQL (psycopg's ``AsyncConnection``) or MariaDB/MySQL (aiomysql).
+
+- :class:`Link`: how to open one (the engine's dialect reads the URL, the engine's
+  ``connect_args`` are added: every URL spelling and query parameter works as through
+  the engine) and the set-up joblocks runs on every new connection of an engine it
+  made (``_sql.connect``): autocommit; on PostgreSQL one query for the backend's pid
+  (no named prepared statements through a pooler) and the default isolation (a read
+  committed transaction around each statement on a server whose default is stricter).
+- :class:`RawPool`: the connections of one model on one event loop, never more than
+  the engine's pool allows; one idle connection kept for good, the others closed after
+  ``IDLE_LINGER_S`` (as the sync face's ``_db.connections.ConnectionCache``); one that
+  sat idle longer than ``IDLE_PING_AFTER_S`` pinged before use; one whose statement
+  failed with a lost connection, or that was cut off mid-statement (a cancellation, the
+  deadline), never used again.
+- :func:`send`: one prepared statement awaited on the driver itself; driver errors
+  wrapped exactly as ``_db.execute`` wraps them (``sqlalchemy.exc.DBAPIError.instance``).
+- :func:`bounded_at`: the asyncio back-stop of a call the watchdog abandoned
+  (``asyncio.timeout_at`` on Python 3.11+, ``wait_for`` before).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import importlib
+import sys
+import time
+from collections.abc import Awaitable
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from sqlalchemy import exc as sa_exc
+
+from .._db.connections import IDLE_LINGER_S, MAX_IDLE
+from .._db.deadline import Bound, abandon
+from .._db.engines import driver_connect_args
+from .._db.execute import _Result
+from .._sql.connect import IDLE_PING_AFTER_S, PG_PROBE_SQL, ReadCommitted, wrapper_for
+from .._sql.statements import Prepared
+from .._util import process as _process
+from .._util.errors import NoReply
+from .._util.sqla import dbapi_error, overflow
+
+if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncEngine
+
+T = TypeVar("T")
+
+#: libpq's ``PGRES_TUPLES_OK``: rows came back.
+_PGRES_TUPLES_OK = 2
+#: The rows of a statement that returns none.
+_NO_ROWS: tuple[Any, ...] = ()
+
+_generation = 0  # bumped in a forked child
+#: The parent's connections, in a forked child: never used, never closed (closing one
+#: would end the parent's session).
+_abandoned: list[Any] = []
+
+
+def _after_fork() -> None:
+    global _generation
+    _generation += 1
+
+
+_process.on_fork(_after_fork)
+
+
+class Raw:
+    """One connection of the asyncio driver and what joblocks knows of it."""
+
+    __slots__ = ("born", "driver", "gone", "idle_since", "lost", "wrapper")
+
+    def __init__(self, driver: Any, wrapper: ReadCommitted | None) -> None:
+        self.driver = driver
+        #: The read committed transaction each statement runs in (None: none needed).
+        self.wrapper = wrapper
+        self.born = time.monotonic()
+        self.idle_since = self.born
+        #: Never to be used again (lost, or cut off mid-statement): closed on return.
+        self.lost = False
+        #: Lost to a disconnect error: the server may have gone away, so every
+        #: connection of the pool made before now is suspect too.
+        self.gone = False
+
+
+def usable(engine: AsyncEngine) -> bool:
+    """Whether the model on ``engine`` (one joblocks made) sends its statements on
+    connections of :class:`Link`: psycopg and aiomysql."""
+    dialect = engine.sync_engine.dialect
+    return bool(dialect.is_async) and dialect.driver in ("psycopg", "aiomysql")
+
+
+class Link:
+    """How to open, check and close the asyncio driver's connections of one engine
+    joblocks made (see the module docstring)."""
+
+    def __init__(self, engine: AsyncEngine, timeout_ms: int) -> None:
+        sync_engine = engine.sync_engine
+        self.dialect = sync_engine.dialect
+        self.error: Any = dbapi_error(self.dialect)
+        self.postgres = self.dialect.name == "postgresql"
+        self.timeout_s = timeout_ms / 1000
+        cargs, cparams = driver_connect_args(engine)
+        if self.postgres:
+            module = importlib.import_module("psycopg")
+            creator = cparams.pop("async_creator_fn", module.AsyncConnection.connect)
+            # ``?prepare_threshold=`` in the URL decides; otherwise the probe does.
+            self.chosen = "prepare_threshold" in sync_engine.url.query
+        else:
+            module = importlib.import_module("aiomysql")
+            creator = cparams.pop("async_creator_fn", module.connect)
+            self.chosen = False
+        cparams["autocommit"] = True  # the engine's isolation_level="AUTOCOMMIT"
+        self._creator = creator
+        self._cargs = cargs
+        self._cparams = cparams
+        pool: Any = sync_engine.pool
+        limits = overflow(pool)
+        #: The most connections open at once (the engine's pool's size and overflow).
+        self.limit: int | None = None if limits is None else pool.size() + limits[0]
+
+    async def connect(self) -> Raw:
+        """A new connection, set up; a driver error wrapped as ``Engine.connect()``
+        wraps it. Bounded by the model's ``timeout``."""
+        try:
+            driver = await self._creator(*self._cargs, **self._cparams)
+        except self.error as exc:
+            lost = bool(self.dialect.is_disconnect(exc, None, None))
+            raise self._wrapped(None, None, exc, lost) from exc
+        if not self.postgres:
+            return Raw(driver, None)
+        raw = Raw(driver, None)
+        try:
+            rows = (await self._bounded(raw, PG_PROBE_SQL, None)).rows
+        except BaseException:
+            close_now(raw)
+            raise
+        pid, level = rows[0]
+        if not self.chosen and pid != driver.info.backend_pid:
+            # A pooler between: no named server-side prepared statements.
+            driver.prepare_threshold = None
+        raw.wrapper = wrapper_for(str(level))
+        return raw
+
+    async def _bounded(self, raw: Raw, sql: str, params: Any) -> _Result:
+        at = time.monotonic() + self.timeout_s
+        bound = Bound(at, raw.driver)
+        try:
+            result = await send_sql(self, raw, sql, params)
+        except BaseException as exc:
+            if bound.end():
+                raw.lost = True
+                raise NoReply(self.timeout_s * 1000) from exc
+            raise
+        if bound.end():
+            raw.lost = True
+            raise NoReply(self.timeout_s * 1000)
+        return result
+
+    async def alive(self, raw: Raw) -> bool:
+        """Whether ``raw``, idle for a while, still answers (a server may have
+        restarted meanwhile)."""
+        try:
+            if self.postgres:
+                await self._bounded(raw, "SELECT 1", None)
+            else:
+                await _bounded_at(raw.driver.ping(reconnect=False), self.timeout_s)
+        except Exception:
+            raw.lost = True
+            return False
+        return True
+
+    def _wrapped(self, sql: str | None, params: Any, exc: Exception, lost: bool) -> Exception:
+        wrapped: Exception = sa_exc.DBAPIError.instance(
+            sql, params, exc, self.error, dialect=self.dialect, connection_invalidated=lost
+        )
+        return wrapped
+
+    def failure(self, raw: Raw, sql: str, params: Any, exc: BaseException) -> BaseException | None:
+        """What a statement's error ``exc`` comes out as (as ``_db.execute._failure``):
+        a driver error wrapped as SQLAlchemy would, a lost connection never used
+        again; None for any other error, raised as it is, its connection never used
+        again either (cut off mid-statement: its protocol state is unknown)."""
+        if not isinstance(exc, self.error):
+            raw.lost = True
+            return None
+        lost = bool(self.dialect.is_disconnect(exc, raw.driver, None))
+        if lost:
+            raw.lost = raw.gone = True
+        return self._wrapped(sql, params, exc, lost)
+
+
+async def send(link: Link, raw: Raw, prepared: Prepared, values: Any) -> _Result:
+    """One prepared statement on ``raw``, awaited on the driver itself (no greenlet, no
+    adapter); the driver's error wrapped as ``_db.execute`` wraps it, a lost or
+    interrupted connection marked never to be used again (``raw.lost``)."""
+    pick = prepared._pick  # prepared.params(values), inlined
+    params = dict(values) if pick is None else pick(values)
+    return await send_sql(link, raw, prepared.sql, params)
+
+
+async def send_sql(link: Link, raw: Raw, sql: str, params: Any) -> _Result:
+    """:func:`send` of a driver SQL string and its parameters."""
+    try:
+        if link.postgres:
+            if raw.wrapper is not None:
+                return await _pg_in_read_committed(raw.driver, raw.wrapper, sql, params)
+            return await _pg_sent(raw.driver, sql, params)
+        return await _my_sent(raw.driver, sql, params)
+    except BaseException as exc:
+        failure = link.failure(raw, sql, params, exc)
+        if failure is None:
+            raise
+        raise failure from exc
+
+
+async def _pg_sent(driver: Any, sql: str, params: Any) -> _Result:
+    cursor = driver.cursor()
+    try:
+        await cursor.execute(sql, params)
+        result = cursor.pgresult  # not ``description``: it builds a column object each
+        tuples = result is not None and result.status == _PGRES_TUPLES_OK
+        return _Result(await cursor.fetchall() if tuples else _NO_ROWS, cursor.rowcount, None)
+    finally:
+        await cursor.close()
+
+
+async def _pg_in_read_committed(
+    driver: Any, wrapper: ReadCommitted, sql: str, params: Any
+) -> _Result:
+    """One statement in a read committed transaction of its own (a server whose default
+    isolation is stricter, see ``_sql.connect.read_committed_wrapper``)."""
+    cursor = driver.cursor()
+    try:
+        await cursor.execute(wrapper.begin)
+        try:
+            await cursor.execute(sql, params)
+            result = cursor.pgresult
+            tuples = result is not None and result.status == _PGRES_TUPLES_OK
+            rows = await cursor.fetchall() if tuples else _NO_ROWS
+            outcome = _Result(rows, cursor.rowcount, None)
+            await cursor.execute(wrapper.commit)
+        except Exception:
+            with contextlib.suppress(Exception):
+                await cursor.execute(wrapper.rollback)
+            raise
+        return outcome
+    finally:
+        await cursor.close()
+
+
+async def _my_sent(driver: Any, sql: str, params: Any) -> _Result:
+    cursor = await driver.cursor()
+    try:
+        await cursor.execute(sql, params)
+        rows = await cursor.fetchall() if cursor.description else _NO_ROWS
+        return _Result(rows, cursor.rowcount, cursor.lastrowid)
+    finally:
+        await cursor.close()
+
+
+if sys.version_info >= (3, 11):
+
+    async def _bounded_at(awaitable: Awaitable[T], seconds: float) -> T:
+        async with asyncio.timeout(seconds):
+            return await awaitable
+
+else:  # pragma: no cover - Python < 3.11
+
+    async def _bounded_at(awaitable: Awaitable[T], seconds: float) -> T:
+        return await asyncio.wait_for(awaitable, seconds)
+
+
+def bounded_at(awaitable: Awaitable[T], seconds: float) -> Awaitable[T]:
+    """``awaitable``, cancelled after ``seconds`` (``TimeoutError``): the back-stop of a
+    call the watchdog abandoned that does not end by itself (``asyncio.timeout`` on
+    Python 3.11+, no task per call; ``asyncio.wait_for`` before)."""
+    return _bounded_at(awaitable, seconds)
+
+
+def close_now(raw: Raw) -> None:
+    """End ``raw``'s database session now, without the event loop (which may be
+    closed): libpq's ``PQfinish`` on psycopg; aiomysql's transport closed, or when its
+    loop is gone its socket shut down (the server ends the session; the socket itself
+    is closed with its transport)."""
+    driver = raw.driver
+    raw.lost = True
+    try:
+        if hasattr(driver, "pgconn"):
+            driver.pgconn.finish()
+        else:
+            driver.close()
+    except Exception:
+        abandon(driver)
+
+
+class RawPool:
+    """The asyncio driver's connections of one model on one event loop (see the module
+    docstring). Not thread-safe: used from its loop's thread only."""
+
+    def __init__(self, link: Link, loop: asyncio.AbstractEventLoop) -> None:
+        self.link = link
+        self.loop = loop
+        # Most recently used last: calls take from the end, the oldest age out at 0.
+        self._idle: list[Raw] = []
+        #: Connections open or being opened (idle, in use, kept for renewals).
+        self.open = 0
+        self._waiters: collections.deque[asyncio.Future[Raw | None]] = collections.deque()
+        self._timer: asyncio.TimerHandle | None = None
+        self._closed = False
+        self._generation = _generation
+        #: Connections made before this (monotonic) are suspect: a lost connection
+        #: was found (the server went away), so they are not reused.
+        self._stale_before = 0.0
+
+    def __len__(self) -> int:
+        return len(self._idle)
+
+    @property
+    def closed(self) -> bool:
+        """Closed by :meth:`close` (or made in a parent process before a fork)."""
+        return self._closed or self._generation != _generation
+
+    async def take(self) -> Raw:
+        """An idle connection (pinged if it sat idle), or a new one; when the pool's
+        limit is reached, the next one given back (waited for no longer than the
+        model's ``timeout``; then ``sqlalchemy.exc.TimeoutError``)."""
+        if self._generation != _generation:
+            self._forked()
+        idle = self._idle
+        while idle:
+            raw = idle.pop()
+            if raw.lost or raw.born < self._stale_before:
+                self._drop(raw)
+                continue
+            if raw.idle_since + IDLE_PING_AFTER_S < time.monotonic() and not (
+                await self.link.alive(raw)
+            ):
+                self._drop(raw)
+                continue
+            return raw
+        limit = self.link.limit
+        if limit is None or self.open < limit:
+            return await self._opened()
+        return await self._waited()
+
+    async def _opened(self) -> Raw:
+        self.open += 1
+        try:
+            return await self.link.connect()
+        except BaseException:
+            self.open -= 1
+            self._wake()
+            raise
+
+    async def _waited(self) -> Raw:
+        """The next connection given back (or a slot freed: then a new connection)."""
+        fut: asyncio.Future[Raw | None] = self.loop.create_future()
+        self._waiters.append(fut)
+        timer = self.loop.call_later(self.link.timeout_s, _expire, fut)
+        try:
+            got = await fut
+        except BaseException:
+            if fut.done() and not fut.cancelled() and fut.exception() is None:
+                given = fut.result()
+                if given is None:
+                    self._wake()
+                else:
+                    self.put(given)
+            raise
+        finally:
+            timer.cancel()
+            with contextlib.suppress(ValueError):
+                self._waiters.remove(fut)
+        if got is None:
+            return await self._opened()
+        return got
+
+    def _wake(self) -> None:
+        """A slot is free (a connection was closed): the first waiter opens one."""
+        waiters = self._waiters
+        while waiters:
+            fut = waiters.popleft()
+            if not fut.done():
+                fut.set_result(None)
+                return
+
+    def put(self, raw: Raw) -> None:
+        """Give ``raw`` back: to a call waiting for one, else idle; closed when it is
+        not to be used again."""
+        if raw.gone:
+            self.stale()
+        if raw.lost or self.closed or raw.born < self._stale_before:
+            self._drop(raw)
+            return
+        waiters = self._waiters
+        while waiters:
+            fut = waiters.popleft()
+            if not fut.done():
+                fut.set_result(raw)
+                return
+        now = time.monotonic()
+        raw.idle_since = now
+        self._idle.append(raw)
+        if len(self._idle) > MAX_IDLE and self._timer is None:
+            self._timer = self.loop.call_later(IDLE_LINGER_S, self._trim)
+
+    def stale(self) -> None:
+        """A connection was lost: every one made before now is not reused."""
+        self._stale_before = time.monotonic()
+
+    def _drop(self, raw: Raw) -> None:
+        if self._generation != _generation:
+            _abandoned.append(raw)
+            return
+        close_now(raw)
+        self.open -= 1
+        self._wake()
+
+    def _trim(self) -> None:
+        """Close the idle connections beyond :data:`MAX_IDLE` unused for
+        ``IDLE_LINGER_S``; while some are younger, come back for them."""
+        self._timer = None
+        if self.closed:
+            return
+        now = time.monotonic()
+        idle = self._idle
+        while len(idle) > MAX_IDLE and now - idle[0].idle_since >= IDLE_LINGER_S:
+            self._drop(idle.pop(0))
+        if len(idle) > MAX_IDLE:
+            wait = max(0.05, idle[0].idle_since + IDLE_LINGER_S - now)
+            self._timer = self.loop.call_later(wait, self._trim)
+
+    def _forked(self) -> None:
+        """In a forked child: the parent's connections are left alone."""
+        _abandoned.extend(self._idle)
+        self._idle = []
+        self._waiters.clear()
+        self._timer = None
+        self._closed = True
+
+    def close(self) -> None:
+        """Close every idle connection now; one in use is closed when given back."""
+        if self._generation != _generation:
+            self._forked()
+            return
+        self._closed = True
+        idle, self._idle = self._idle, []
+        for raw in idle:
+            self._drop(raw)
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        for fut in self._waiters:
+            if not fut.done():
+                fut.set_exception(sa_exc.TimeoutError("the model's connections were closed"))
+        self._waiters.clear()
+
+
+def _expire(fut: asyncio.Future[Any]) -> None:
+    if not fut.done():
+        fut.set_exception(
+            sa_exc.TimeoutError(
+                "every connection the engine's pool allows is in use (waited for the "
+                "model's timeout)"
+            )
+        )
