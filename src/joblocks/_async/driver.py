@@ -16,9 +16,10 @@ from typing import TYPE_CHECKING, Any, Callable, TypeVar
 from .._core import ops as _ops
 from .._core import steps as _steps
 from .._core.base import ModelCore
-from .._core.steps import Attempt, FirstUse, Session, Sleep, Steps, Work
+from .._core.steps import Attempt, Connected, FirstUse, Session, Sleep, Steps, Work
 from .._db.deadline import Bound
-from .._db.execute import Checkout
+from .._db.execute import Checkout, in_place, run
+from .._sql.statements import Sent
 from .._util.errors import NoReply, translate
 from .._util.sqla import greenlet_spawn, hands_off_per_statement
 from .keepalive import task_renewer
@@ -69,7 +70,7 @@ class Driver(ModelCore):
     """How the asyncio face does a step: the part of ``aio.JobLockModel`` below its
     methods."""
 
-    async def _call(self, operation: str, fn: Callable[..., T], *args: Any) -> T:
+    async def _call(self, operation: str, fn: Callable[..., Sent[T]], *args: Any) -> T:
         return await self._drive(_steps.call(self, operation, fn, *args))
 
     async def _drive(self, steps: Steps[T]) -> T:
@@ -84,16 +85,20 @@ class Driver(ModelCore):
                 return done.value  # type: ignore[no-any-return]
             result = error = None
             try:
-                if isinstance(step, Attempt):
+                if isinstance(step, (Attempt, Connected)):
                     fn = step.fn
                     loop_sqlite = self._loop_sqlite
                     if loop_sqlite is not None:
                         # A SQLite file: the one-key operations on the loop's thread, off
                         # it only to wait for a writer; the others on a worker thread.
                         st = self.statements
-                        result = loop_sqlite.run(fn, st, step.args) if fn in RERUN_SAFE else WAIT
+                        args = step.args
+                        if step.__class__ is Connected:
+                            result = await loop_sqlite.run_waiting(fn, st, args, connected=True)
+                            continue
+                        result = loop_sqlite.run(fn, st, args) if fn in RERUN_SAFE else WAIT
                         if result is WAIT:
-                            result = await loop_sqlite.run_waiting(fn, st, step.args)
+                            result = await loop_sqlite.run_waiting(fn, st, args)
                         continue
                     if step.keeper:
                         result = await self._on_keeper(step)
@@ -191,7 +196,9 @@ class Driver(ModelCore):
     async def _run_first_use(self, create: bool) -> None:
         loop_sqlite = self._loop_sqlite
         if loop_sqlite is not None:
-            await loop_sqlite.run_waiting(self._first_use_on, self.statements, (create,))
+            await loop_sqlite.run_waiting(
+                self._first_use_on, self.statements, (create,), connected=True
+            )
             return
         async with self.engine.connect() as conn:
             await conn.run_sync(self._first_use, create)
@@ -224,7 +231,7 @@ class Driver(ModelCore):
             self._loop_sqlite = LoopSQLite(url, self.timeout_ms)
             weakref.finalize(self, self._loop_sqlite.close)
 
-    def _in_greenlet(self, step: Attempt) -> Any:
+    def _in_greenlet(self, step: Attempt | Connected) -> Any:
         # Check-out, statements and check-in in one greenlet: ``async with
         # engine.connect()`` + ``run_sync`` takes three.
         one_key = step.fn in _ops.IN_PLACE
@@ -237,9 +244,10 @@ class Driver(ModelCore):
         finally:
             conn.close()
 
-    def _send(self, conn: Any, step: Attempt, one_key: bool) -> Any:
-        """``step.fn`` on ``conn`` (in a greenlet), abandoned (``NoReply``) when it does
-        not end in time: within ``timeout``, and by ``step.until``."""
+    def _send(self, conn: Any, step: Attempt | Connected, one_key: bool) -> Any:
+        """``step`` on ``conn`` (in a greenlet: an operation's statements sent, or a
+        function of the connection called), abandoned (``NoReply``) when it does not end
+        in time: within ``timeout``, and by ``step.until``."""
         fn = step.fn
         args = step.args
         bound_s = self._bound_s
@@ -248,7 +256,9 @@ class Driver(ModelCore):
             if one_key and self._one_hand_off:
                 # aiosqlite: no hand-off to its thread unless another writer is in
                 # the way.
-                return _ops.in_place(conn, self.statements, fn, args)
+                return in_place(conn, self.statements, fn, args)
+            if step.__class__ is Attempt:
+                return run(conn, fn(self.statements, *args))
             return fn(conn, self.statements, *args)
         started = time.monotonic()
         at = started + bound_s if bound_s is not None else until
@@ -258,7 +268,9 @@ class Driver(ModelCore):
         bound = Bound(at, conn.connection.dbapi_connection)
         try:
             if one_key and self._one_hand_off:
-                result = _ops.in_place(conn, self.statements, fn, args)
+                result = in_place(conn, self.statements, fn, args)
+            elif step.__class__ is Attempt:
+                result = run(conn, fn(self.statements, *args))
             else:
                 result = fn(conn, self.statements, *args)
         except BaseException as exc:
@@ -333,7 +345,7 @@ class Driver(ModelCore):
             raise
         return conn
 
-    async def _on_keeper(self, step: Attempt) -> Any:
+    async def _on_keeper(self, step: Attempt | Connected) -> Any:
         """``step`` (a keep-alive renewal) on the connection the model keeps for the
         renewals of its keep-alive leases: the process's other calls never take it. An
         abandoned connection is discarded; the next renewal takes a fresh one."""

@@ -44,8 +44,8 @@ from sqlalchemy import exc as sa_exc
 from .._core import ops as _ops
 from .._db import engines as _engines
 from .._db.connections import ConnectionCache
-from .._db.execute import busy
-from .._sql.statements import Statements
+from .._db.execute import busy, run
+from .._sql.statements import Sent, Statements
 
 T = TypeVar("T")
 
@@ -91,16 +91,17 @@ class LoopSQLite:
         self.engine = engine
         self.cache = ConnectionCache(engine, ping=False)
 
-    def run(self, fn: Callable[..., T], st: Statements, args: tuple[Any, ...]) -> T:
-        """``fn(conn, st, *args)`` on an idle connection, on the calling (loop's)
-        thread; :data:`WAIT` when there is no idle connection (a new one is opened off
-        the loop) or the database's write lock is another writer's."""
+    def run(self, fn: Callable[..., Sent[T]], st: Statements, args: tuple[Any, ...]) -> T:
+        """The operation ``fn(st, *args)`` sent on an idle connection, on the calling
+        (loop's) thread; :data:`WAIT` when there is no idle connection (a new one is
+        opened off the loop) or the database's write lock is another writer's (the
+        operation is then made anew and sent whole by :meth:`run_waiting`)."""
         cache = self.cache
         conn = cache.take_idle()
         if conn is None:
             return WAIT  # type: ignore[no-any-return]
         try:
-            result = fn(conn, st, *args)
+            result = run(conn, fn(st, *args))
         except sa_exc.OperationalError as exc:
             if exc.orig is not None and busy(exc.orig) and not conn.invalidated:
                 cache.put(conn)
@@ -113,22 +114,30 @@ class LoopSQLite:
         cache.put(conn)
         return result
 
-    async def run_waiting(self, fn: Callable[..., T], st: Statements, args: tuple[Any, ...]) -> T:
-        """``fn(conn, st, *args)`` on a worker thread, waiting for another writer up
-        to the busy timeout; the loop runs on meanwhile. Cancelling the caller does not
-        stop the thread: it finishes the operation and returns its connection."""
+    async def run_waiting(
+        self,
+        fn: Callable[..., Any],
+        st: Statements,
+        args: tuple[Any, ...],
+        connected: bool = False,
+    ) -> Any:
+        """The operation ``fn(st, *args)`` (``connected``: the function ``fn(conn, st,
+        *args)``) on a worker thread, waiting for another writer up to the busy
+        timeout; the loop runs on meanwhile. Cancelling the caller does not stop the
+        thread: it finishes the operation and returns its connection."""
         loop = asyncio.get_running_loop()
-        result: T = await loop.run_in_executor(None, self._waiting, fn, st, args)
-        return result
+        return await loop.run_in_executor(None, self._waiting, fn, st, args, connected)
 
-    def _waiting(self, fn: Callable[..., T], st: Statements, args: tuple[Any, ...]) -> T:
+    def _waiting(
+        self, fn: Callable[..., Any], st: Statements, args: tuple[Any, ...], connected: bool
+    ) -> Any:
         cache = self.cache
         conn = cache.take()
         fairy: Any = conn.connection
         raw = fairy.dbapi_connection
         raw.execute(f"PRAGMA busy_timeout = {int(fairy.info[_BUSY_MS])}")
         try:
-            result = fn(conn, st, *args)
+            result = fn(conn, st, *args) if connected else run(conn, fn(st, *args))
         except BaseException:
             if not conn.invalidated:
                 with contextlib.suppress(Exception):

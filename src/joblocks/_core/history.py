@@ -19,7 +19,7 @@ from .._sql.clock import db_now_ms
 from .._sql.schema import decode_text
 from .._util import validate as _validate
 from .ledger import Ledger, Outcome, ledger_of
-from .steps import Sleep, Steps, call
+from .steps import Sleep, Steps, call_connected
 
 if TYPE_CHECKING:
     from .._sql.statements import Statements
@@ -84,7 +84,7 @@ class Run:
         )
 
 
-# -- the SQL (each a function of a connection, run by ``_steps.call``) --------------------
+# -- the SQL (each a function of a connection, run by ``_steps.call_connected``) -----------
 
 
 def _exists(conn: Connection, ledger: Ledger, table: Table | None = None) -> bool:
@@ -194,7 +194,7 @@ def runs(
     lock_key = None if key is None else _validate.lock_key(key, "key")
     since_ms = None if since is None else _validate.duration_ms(since, "since")
     size = _validate.batch_size(limit, "limit")
-    found, _now = yield from call(
+    found, _now = yield from call_connected(
         model, "read runs", _select, ledger_of(model), lock_key, since_ms, size
     )
     return list(found)
@@ -204,12 +204,16 @@ def select_runs(
     model: ModelCore, key: str | None, since_ms: int | None, limit: int
 ) -> Steps[tuple[list[Run], int]]:
     """Runs and the database's now (epoch ms), for ``joblocks history``."""
-    return (yield from call(model, "read runs", _select, ledger_of(model), key, since_ms, limit))
+    return (
+        yield from call_connected(
+            model, "read runs", _select, ledger_of(model), key, since_ms, limit
+        )
+    )
 
 
 def latest_runs(model: ModelCore) -> Steps[tuple[list[Run], int]]:
     """The last run of every key and the database's now (epoch ms), for ``status``."""
-    return (yield from call(model, "read runs", _latest, ledger_of(model)))
+    return (yield from call_connected(model, "read runs", _latest, ledger_of(model)))
 
 
 def prune_runs(model: ModelCore, older_than: _validate.Duration, batch_size: int) -> Steps[int]:
@@ -218,7 +222,9 @@ def prune_runs(model: ModelCore, older_than: _validate.Duration, batch_size: int
     deleted = 0
     while True:
         started = time.monotonic()
-        done = yield from call(model, "prune runs", _prune_batch, ledger_of(model), age_ms, size)
+        done = yield from call_connected(
+            model, "prune runs", _prune_batch, ledger_of(model), age_ms, size
+        )
         deleted += done
         if done < size:
             return deleted

@@ -33,7 +33,7 @@ from .._sql.schema import (
 from .._util import events as _events
 from .._util.secrets import mask_text
 from .base import log
-from .steps import Steps, call
+from .steps import Steps, call_connected
 
 if TYPE_CHECKING:
     from .._sql.statements import Statements
@@ -146,7 +146,7 @@ def outcome_of(lease: LeaseState) -> Outcome:
     return "error" if lease._run_error is not None else "ok"
 
 
-# -- the SQL (each a function of a connection, run by ``_steps.call``) --------------------
+# -- the SQL (each a function of a connection, run by ``_steps.call_connected``) -----------
 
 
 @contextlib.contextmanager
@@ -253,7 +253,7 @@ def record_start(model: ModelCore, lease: LeaseState, opts: LeaseOptions) -> Ste
     """Write the row of a run that starts under ``lease``; never raises."""
     try:
         values = {"key": lease.key, **_where(opts, lease)}
-        run_id = yield from call(model, "record run", _start, ledger_of(model), values)
+        run_id = yield from call_connected(model, "record run", _start, ledger_of(model), values)
     except Exception as exc:
         _failed(lease.key, lease.holder, exc)
         return
@@ -275,7 +275,7 @@ def record_end(lease: LeaseState) -> Steps[None]:
         text = (lost if text is None else f"{text}; {lost}")[:MAX_RUN_ERROR]
     model = lease._model
     try:
-        yield from call(
+        yield from call_connected(
             model, "record run", _finish, ledger_of(model), run_id, outcome_of(lease), text
         )
     except Exception as exc:
@@ -289,6 +289,8 @@ def record_skip(
     for); never raises."""
     values = _where(opts, None, slot)
     try:
-        yield from call(model, "record run", _skip, ledger_of(model), {"key": key, **values})
+        yield from call_connected(
+            model, "record run", _skip, ledger_of(model), {"key": key, **values}
+        )
     except Exception as exc:
         _failed(key, values["holder"], exc)

@@ -40,7 +40,7 @@ from . import (
 )
 from .base import log
 from .state import TAKEN, Acquired, LeaseState, Outcome, Skipped
-from .steps import Shielded, Sleep, Steps, Work, call
+from .steps import Shielded, Sleep, Steps, Work, call, call_connected
 
 if TYPE_CHECKING:
     from .base import ModelCore
@@ -51,7 +51,9 @@ def identify(model: ModelCore) -> Steps[tuple[Any, ...]]:
     """The table's identity (see ``ModelCore.identity``): read once, then kept."""
     known = model._found
     if known is None:
-        found = yield from call(model, "identify table", _tables.table_identity, model.table)
+        found = yield from call_connected(
+            model, "identify table", _tables.table_identity, model.table
+        )
         known = model._identified(found)
     return known.key
 

@@ -42,10 +42,10 @@ import os
 import weakref
 from typing import TYPE_CHECKING, Any, Callable
 
-from sqlalchemy import Connection, MetaData, Table
+from sqlalchemy import MetaData, Table
 from sqlalchemy import exc as sa_exc
 
-from .._sql.statements import Prepared, Statements, _prepare
+from .._sql.statements import Prepared, Sent, Statements, _prepare
 from .._util.errors import translate
 from . import ops as _ops
 from .base import log
@@ -139,35 +139,35 @@ def _registry(model: ModelCore) -> _Registry:
     return found
 
 
-def _key_id(conn: Connection, st: Statements, reg: _Registry, key: str) -> int:
+def _key_id(st: Statements, reg: _Registry, key: str) -> Sent[int]:
     """The registry id of ``key`` (added when missing; the table made on first use)."""
     if not reg.ready:
         try:
-            _ops.execute(conn, reg.create, {})
+            yield reg.create, {}
         except sa_exc.DBAPIError:
             # Made at the same moment by another process (PostgreSQL reports that as a
             # duplicate), or not ours to make: the reads below say whether it exists.
             log.debug("joblocks: creating %s failed; using it if it exists", reg.name)
         if reg.family == "postgresql":
-            reg.prefix = int(_ops.execute(conn, reg.scope, {"name": reg.quoted}).scalar())
+            reg.prefix = int((yield reg.scope, {"name": reg.quoted}).scalar())
         elif reg.family == "mysql":
-            database = str(_ops.execute(conn, reg.scope, {"name": reg.schema}).scalar())
+            database = str((yield reg.scope, {"name": reg.schema}).scalar())
             digest = hashlib.sha256(f"{database}\0{reg.name}".encode()).hexdigest()
             reg.prefix = f"joblocks:{digest[:40]}"
         reg.ready = True
-    rows = _ops.execute(conn, reg.find, {"key": key}).rows
+    rows = (yield reg.find, {"key": key}).rows
     if not rows:
-        _ops.execute(conn, reg.add, {"key": key})
-        rows = _ops.execute(conn, reg.find, {"key": key}).rows
+        yield reg.add, {"key": key}
+        rows = (yield reg.find, {"key": key}).rows
     return int(rows[0][0])
 
 
-def _mark(conn: Connection, st: Statements, reg: _Registry, rid: int, fence: int | None) -> None:
-    _ops.execute(conn, reg.mark, {"id": rid, "fence": fence})
+def _mark(st: Statements, reg: _Registry, rid: int, fence: int | None) -> Sent[None]:
+    yield reg.mark, {"id": rid, "fence": fence}
 
 
-def _marked(conn: Connection, st: Statements, reg: _Registry, rid: int) -> int | None:
-    value = _ops.execute(conn, reg.marked, {"id": rid}).scalar()
+def _marked(st: Statements, reg: _Registry, rid: int) -> Sent[int | None]:
+    value = (yield reg.marked, {"id": rid}).scalar()
     return None if value is None else int(value)
 
 

@@ -1,10 +1,15 @@
-"""The lock operations: plain functions over a SQLAlchemy ``Connection``.
+"""The lock operations: generators of statements (sans-I/O).
 
-This is the one implementation. The sync face calls these on a connection it checked
-out; the asyncio face runs the very same functions in one SQLAlchemy greenlet (or, on
-SQLite, in place on the loop's thread). How a statement is sent is ``_db.execute``.
-Nothing here commits (connections are in autocommit mode and each operation is atomic
-on its own), sleeps or retries: waiting and retrying belong to the faces.
+This is the one implementation. Each operation is a generator function ``fn(st,
+*args)`` that yields ``(prepared, values)`` (a :class:`~joblocks._sql.statements.Prepared`
+statement and the mapping of its parameters), is sent back the statement's
+:class:`~joblocks._sql.statements.Result` (``rows``, ``rowcount``, ``lastrowid``), or has
+the driver's error thrown in at the ``yield`` (SQLAlchemy's wrapped exceptions:
+``IntegrityError``, ``OperationalError``, ...), and returns the operation's result
+(:data:`~joblocks._sql.statements.Sent`). The statements of one generator go on one
+connection, in order. Sending them is a face's driver's business (``_db.execute.run``);
+nothing here touches a connection, commits (each statement is atomic on its own in
+autocommit mode), sleeps or retries: waiting and retrying belong to the faces.
 """
 
 from __future__ import annotations
@@ -12,15 +17,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Callable, Literal, NamedTuple, TypeVar
 
-from sqlalchemy import Connection
 from sqlalchemy import exc as sa_exc
 
-from .._db.execute import execute as execute  # the operations' one way to send a statement
-from .._db.execute import in_place as in_place
 from .._db.records import JobLock
 from .._sql.dialects import profile
 from .._sql.schema import decode_text
-from .._sql.statements import AcquireStep, Prepared, Statements
+from .._sql.statements import AcquireStep, Prepared, Sent, Statements
 
 State = Literal["all", "held", "expired", "live"]
 T = TypeVar("T")
@@ -35,20 +37,19 @@ class Grant(NamedTuple):
 
 
 def _run_step(
-    conn: Connection,
     step: AcquireStep,
     key: str,
     holder: str,
     ttl_ms: int,
     extra: Mapping[str, Any] | None = None,
-) -> tuple[int, ...] | None:
+) -> Sent[tuple[int, ...] | None]:
     """Run one step; its returned row (``returning``) or ``(LAST_INSERT_ID,)``, or None.
     ``extra``: more parameters (``schedule=``'s ``slot_start``)."""
     values = {"key": key, "holder": holder, "ttl": ttl_ms}
     if extra:
         values.update(extra)
     try:
-        result = execute(conn, step.stmt, values)
+        result = yield step.stmt, values
     except sa_exc.IntegrityError:
         if step.duplicate_means_taken:
             return None
@@ -61,11 +62,11 @@ def _run_step(
     if value <= 0:
         return None
     if step.redraw is not None:
-        return (_redraw(conn, step.redraw, key, holder, value),)
+        return ((yield from _redraw(step.redraw, key, holder, value)),)
     return (value,)
 
 
-def _redraw(conn: Connection, stmt: Prepared, key: str, holder: str, fence: int) -> int:
+def _redraw(stmt: Prepared, key: str, holder: str, fence: int) -> Sent[int]:
     """Draw a new token for the grant just inserted (MySQL/MariaDB).
 
     The token an INSERT put in the row was drawn before the statement took any lock:
@@ -74,18 +75,18 @@ def _redraw(conn: Connection, stmt: Prepared, key: str, holder: str, fence: int)
     grant that ended before this one. Should the row have changed meanwhile (a ttl run
     out and taken over), the grant is already lost and keeps the token it had.
     """
-    result = execute(conn, stmt, {"key": key, "holder": holder, "fence": fence})
+    result = yield stmt, {"key": key, "holder": holder, "fence": fence}
     return int(result.lastrowid or 0) if result.rowcount > 0 else fence
 
 
-def acquire(conn: Connection, st: Statements, key: str, holder: str, ttl_ms: int) -> Grant | None:
+def acquire(st: Statements, key: str, holder: str, ttl_ms: int) -> Sent[Grant | None]:
     """Take or re-take ``key`` for ``holder``; the grant, or None when held elsewhere.
 
     A re-entrant acquire of ``holder``'s live row keeps its token; any other grant (a
     fresh row, or an expired one, even ``holder``'s own) draws a new, larger token.
     """
     for step in st.acquire:
-        row = _run_step(conn, step, key, holder, ttl_ms)
+        row = yield from _run_step(step, key, holder, ttl_ms)
         if row is not None:
             if len(row) == 3:
                 return Grant(row[0], row[1], row[2])
@@ -93,56 +94,53 @@ def acquire(conn: Connection, st: Statements, key: str, holder: str, ttl_ms: int
     return None
 
 
-def acquire_token(
-    conn: Connection, st: Statements, key: str, holder: str, ttl_ms: int
-) -> int | None:
+def acquire_token(st: Statements, key: str, holder: str, ttl_ms: int) -> Sent[int | None]:
     """:func:`acquire`'s token alone (the plain ``acquire``/``acquire_token`` of the
     faces, which need nothing else of the grant), or None when held elsewhere."""
     for step in st.acquire:
-        row = _run_step(conn, step, key, holder, ttl_ms)
+        row = yield from _run_step(step, key, holder, ttl_ms)
         if row is not None:
             return row[0]
     return None
 
 
-def release(conn: Connection, st: Statements, key: str, holder: str) -> bool:
+def release(st: Statements, key: str, holder: str) -> Sent[bool]:
     """Delete the row if ``holder`` holds it; True when a row was deleted."""
-    return execute(conn, st.release, {"key": key, "holder": holder}).rowcount > 0
+    return (yield st.release, {"key": key, "holder": holder}).rowcount > 0
 
 
-def refresh(conn: Connection, st: Statements, key: str, holder: str, ttl_ms: int) -> int | None:
+def refresh(st: Statements, key: str, holder: str, ttl_ms: int) -> Sent[int | None]:
     """Move the expiry to now + ttl if the row is ``holder``'s (expired or not).
 
     The token is kept (the reference's refresh: by holder only). The new ``expires_at``
     (epoch ms), or None when the row is gone or someone else's.
     """
-    row = _run_step(conn, st.refresh, key, holder, ttl_ms)
+    row = yield from _run_step(st.refresh, key, holder, ttl_ms)
     return None if row is None else row[0]
 
 
 def refresh_lease(
-    conn: Connection, st: Statements, key: str, holder: str, fence: int, ttl_ms: int
-) -> int | None:
+    st: Statements, key: str, holder: str, fence: int, ttl_ms: int
+) -> Sent[int | None]:
     """Like :func:`refresh`, for one live grant only (same holder and token, unexpired).
 
     A grant ends when it expires: None then, as when the row is gone or another grant's.
     """
     values = {"key": key, "holder": holder, "fence": fence, "ttl": ttl_ms}
-    result = execute(conn, st.refresh_lease.stmt, values)
+    result = yield st.refresh_lease.stmt, values
     if st.refresh_lease.outcome == "returning":
         return int(result.rows[0][0]) if result.rows else None
     return int(result.lastrowid or 0) if result.rowcount > 0 else None
 
 
 def release_lease(
-    conn: Connection,
     st: Statements,
     key: str,
     holder: str,
     fence: int,
     min_hold_ms: int,
     hold_until_ms: int = 0,
-) -> bool:
+) -> Sent[bool]:
     """Release one grant (same holder and token), keeping its row until the later of
     acquired_at + ``min_hold_ms`` and ``hold_until_ms`` (epoch ms) when that is ahead.
 
@@ -156,24 +154,24 @@ def release_lease(
         "hold_until": hold_until_ms,
     }
     held = min_hold_ms > 0 or hold_until_ms > 0
-    if held and execute(conn, st.hold_until, values).rowcount > 0:
+    if held and (yield st.hold_until, values).rowcount > 0:
         return True
-    return execute(conn, st.release_lease, values).rowcount > 0
+    return (yield st.release_lease, values).rowcount > 0
 
 
-def is_held(conn: Connection, st: Statements, key: str, holder: str, fence: int) -> bool:
+def is_held(st: Statements, key: str, holder: str, fence: int) -> Sent[bool]:
     """Whether ``holder`` still holds ``key`` with token ``fence``, unexpired, by db time."""
     values = {"key": key, "holder": holder, "fence": fence}
-    return bool(execute(conn, st.is_held, values).rows)
+    return bool((yield st.is_held, values).rows)
 
 
-def peek(conn: Connection, st: Statements, key: str) -> JobLock | None:
+def peek(st: Statements, key: str) -> Sent[JobLock | None]:
     """The row of ``key`` in whatever state, or None."""
-    rows = execute(conn, st.peek, {"key": key}).rows
+    rows = (yield st.peek, {"key": key}).rows
     return JobLock.from_row(rows[0]) if rows else None
 
 
-def list_locks(conn: Connection, st: Statements, state: State = "all") -> list[JobLock]:
+def list_locks(st: Statements, state: State = "all") -> Sent[list[JobLock]]:
     """Every row (``"all"``), or only those held or expired by the database's clock."""
     stmt = {
         "all": st.list_all,
@@ -181,12 +179,11 @@ def list_locks(conn: Connection, st: Statements, state: State = "all") -> list[J
         "live": st.list_live,
         "expired": st.list_expired,
     }[state]
-    return [JobLock.from_row(row) for row in execute(conn, stmt, {}).rows]
+    rows = (yield stmt, {}).rows
+    return [JobLock.from_row(row) for row in rows]
 
 
-def list_page(
-    conn: Connection, st: Statements, state: State, after: str, limit: int
-) -> list[JobLock]:
+def list_page(st: Statements, state: State, after: str, limit: int) -> Sent[list[JobLock]]:
     """Up to ``limit`` rows in ``state`` whose key sorts after ``after``, ordered by key.
 
     One page of the faces' ``iter_locks``: ``after=""`` starts at the first key (keys are
@@ -198,7 +195,7 @@ def list_page(
         "live": st.page_live,
         "expired": st.page_expired,
     }[state]
-    rows = execute(conn, stmt, {"after": after, "n": limit}).rows
+    rows = (yield stmt, {"after": after, "n": limit}).rows
     return [JobLock.from_row(row) for row in rows]
 
 
@@ -208,8 +205,8 @@ def next_after(page: list[JobLock], limit: int) -> str | None:
 
 
 def prune_batch(
-    conn: Connection, st: Statements, expired_for_ms: int, limit: int, after: str
-) -> tuple[int, str | None]:
+    st: Statements, expired_for_ms: int, limit: int, after: str
+) -> Sent[tuple[int, str | None]]:
     """Delete the next ``limit`` rows after key ``after`` that expired at least
     ``expired_for_ms`` ago (db time): (rows deleted, the key to go on after, or None
     when this was the last batch). Start with ``after=""`` (keys are never empty).
@@ -218,17 +215,17 @@ def prune_batch(
     one short transaction, so on SQLite the write lock is held for one batch only.
     """
     values = {"age": expired_for_ms, "after": after, "skip": limit - 1}
-    bound = execute(conn, st.prune_bound, values).rows
+    bound = (yield st.prune_bound, values).rows
     if not bound:
-        return max(0, execute(conn, st.prune_rest, values).rowcount), None
+        return max(0, (yield st.prune_rest, values).rowcount), None
     # As text: keys are bound as text everywhere (aiomysql cannot bind bytes).
     values["upto"] = upto = decode_text(bound[0][0])
-    return max(0, execute(conn, st.prune_range, values).rowcount), upto
+    return max(0, (yield st.prune_range, values).rowcount), upto
 
 
-def count_prunable(conn: Connection, st: Statements, expired_for_ms: int) -> int:
+def count_prunable(st: Statements, expired_for_ms: int) -> Sent[int]:
     """How many rows a prune would delete in all (``prune(dry_run=True)``)."""
-    return int(execute(conn, st.prune_count, {"age": expired_for_ms}).scalar())
+    return int((yield st.prune_count, {"age": expired_for_ms}).scalar())
 
 
 #: Rows a prune deletes per statement unless told otherwise.
@@ -252,7 +249,7 @@ def prune_pause_s(family: str, batch_s: float) -> float:
     return min(0.1, max(0.002, 1.5 * batch_s))
 
 
-def count(conn: Connection, st: Statements, state: State = "all") -> int:
+def count(st: Statements, state: State = "all") -> Sent[int]:
     """How many rows are in ``state``."""
     stmt = {
         "all": st.count_all,
@@ -260,40 +257,34 @@ def count(conn: Connection, st: Statements, state: State = "all") -> int:
         "live": st.count_live,
         "expired": st.count_expired,
     }[state]
-    return int(execute(conn, stmt, {}).scalar())
+    return int((yield stmt, {}).scalar())
 
 
-def insert(conn: Connection, st: Statements, key: str, holder: str, ttl_ms: int) -> JobLock | None:
+def insert(st: Statements, key: str, holder: str, ttl_ms: int) -> Sent[JobLock | None]:
     """Insert a fresh row (new token); None when a row with that key exists."""
-    if _run_step(conn, st.insert, key, holder, ttl_ms) is None:
+    if (yield from _run_step(st.insert, key, holder, ttl_ms)) is None:
         return None
-    return peek(conn, st, key)
+    return (yield from peek(st, key))
 
 
-def update(
-    conn: Connection,
-    st: Statements,
-    key: str,
-    holder: str | None,
-    ttl_ms: int | None,
-) -> bool:
+def update(st: Statements, key: str, holder: str | None, ttl_ms: int | None) -> Sent[bool]:
     """Set the holder (a new holder gets a new token) and/or expiry, whoever holds it."""
     found = False
     if holder is not None:
-        found = execute(conn, st.update_holder, {"key": key, "holder": holder}).rowcount > 0
+        found = (yield st.update_holder, {"key": key, "holder": holder}).rowcount > 0
     if ttl_ms is not None:
-        found = execute(conn, st.update_ttl, {"key": key, "ttl": ttl_ms}).rowcount > 0
+        found = (yield st.update_ttl, {"key": key, "ttl": ttl_ms}).rowcount > 0
     return found
 
 
-def delete(conn: Connection, st: Statements, key: str) -> bool:
+def delete(st: Statements, key: str) -> Sent[bool]:
     """Delete the row of ``key`` whoever holds it."""
-    return execute(conn, st.delete, {"key": key}).rowcount > 0
+    return (yield st.delete, {"key": key}).rowcount > 0
 
 
-def now_ms(conn: Connection, st: Statements) -> int:
+def now_ms(st: Statements) -> Sent[int]:
     """The database server's current time in epoch milliseconds."""
-    return int(execute(conn, st.now, {}).scalar())
+    return int((yield st.now, {}).scalar())
 
 
 def is_transient(exc: BaseException, family: str) -> bool:
@@ -304,8 +295,8 @@ def is_transient(exc: BaseException, family: str) -> bool:
     return profile(family).is_transient_error(exc.orig)
 
 
-#: The operations :func:`in_place` runs: those of one key (an index lookup each), whose
-#: statements all go through :func:`execute`. Reading or pruning many rows (``list``,
+#: The operations ``_db.execute.in_place`` sends on the event loop's thread: those of
+#: one key (an index lookup each). Reading or pruning many rows (``list``,
 #: ``count``, ``prune``) stays off the event loop's thread.
 IN_PLACE: frozenset[Callable[..., Any]] = frozenset(
     {

@@ -32,10 +32,10 @@ from __future__ import annotations
 import functools
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Connection, Dialect, Table
+from sqlalchemy import Dialect, Table
 
 from .._db.records import JobLock
-from .._sql.statements import PlaceStatements, Statements, places
+from .._sql.statements import PlaceStatements, Sent, Statements, places
 from .._util import validate as _validate
 from .._util.errors import LockHoldersMismatch
 from . import ops as _ops
@@ -97,21 +97,20 @@ def _prepared(dialect: Dialect, table: Table, n: int) -> PlaceStatements:
     return places(dialect, table, n)
 
 
-def _statements(conn: Connection, st: Statements, table: Table, n: int) -> PlaceStatements:
-    """The statements of ``n`` places on ``table``, prepared once per dialect, table and
-    N (a bounded cache: a model that is gone is dropped from it in time)."""
-    return _prepared(conn.dialect, table, n)
+def _statements(st: Statements, table: Table, n: int) -> PlaceStatements:
+    """The statements of ``n`` places on ``table``, prepared once per dialect (the one
+    ``st`` was compiled for), table and N (a bounded cache: a model that is gone is
+    dropped from it in time)."""
+    return _prepared(st.dialect, table, n)
 
 
-def _read(
-    conn: Connection, ps: PlaceStatements, key: str, n: int
-) -> tuple[JobLock | None, dict[int, JobLock]]:
+def _read(ps: PlaceStatements, key: str, n: int) -> Sent[tuple[JobLock | None, dict[int, JobLock]]]:
     values: dict[str, Any] = {"key": key}
     for i in range(1, n + 1):
         values[f"p{i}"] = place_id(key, i)
     group = None
     taken: dict[int, JobLock] = {}
-    for raw in _ops.execute(conn, ps.read, values).rows:
+    for raw in (yield ps.read, values).rows:
         row = JobLock.from_row(raw)
         if row.key == key:
             group = row
@@ -132,7 +131,6 @@ def _described(row: JobLock | None) -> str:
 
 
 def acquire(
-    conn: Connection,
     st: Statements,
     table: Table,
     key: str,
@@ -140,7 +138,7 @@ def acquire(
     ttl_ms: int,
     n: int,
     only: tuple[int, ...] | None = None,
-) -> tuple[_ops.Grant, str] | None:
+) -> Sent[tuple[_ops.Grant, str] | None]:
     """Take a place of ``key`` (``n`` places) for ``holder``: the grant and its place's
     row id, or None when all ``n`` places are held by others.
 
@@ -154,16 +152,16 @@ def acquire(
     is given back and the key read again. ``only``: try these places only (1-based;
     ``liveness="session"`` picks the place whose session lock it holds).
     """
-    ps = _statements(conn, st, table, n)
+    ps = _statements(st, table, n)
     marker = group_holder(n)
     group: JobLock | None = None
     for _ in range(5):
-        group, taken = _read(conn, ps, key, n)
+        group, taken = yield from _read(ps, key, n)
         if group is None or group.expired:
             claim = {"key": key, "marker": marker, "ttl": ttl_ms}
-            if _ops.execute(conn, ps.claim, claim).rowcount < 1:
-                _ops.execute(conn, ps.claim_insert, claim)
-            group, taken = _read(conn, ps, key, n)
+            if (yield ps.claim, claim).rowcount < 1:
+                yield ps.claim_insert, claim
+            group, taken = yield from _read(ps, key, n)
         if group is None:
             continue  # deleted right after the claim (its last place released)
         if group.holder != marker or group.expired:
@@ -174,11 +172,11 @@ def acquire(
             if only is not None and place not in only:
                 continue
             row_id = place_id(key, place)
-            grant = _ops.acquire(conn, st, row_id, holder, ttl_ms)
+            grant = yield from _ops.acquire(st, row_id, holder, ttl_ms)
             if grant is None:
                 continue  # taken since the read: try the next free place
             if grant.expires_ms is None:  # MySQL/MariaDB report only the token
-                got = _ops.peek(conn, st, row_id)
+                got = yield from _ops.peek(st, row_id)
                 if got is None or got.fence != grant.fence:
                     return grant, row_id  # already lost: the lease finds it so
                 grant = _ops.Grant(
@@ -187,10 +185,10 @@ def acquire(
                     round(got.expires_at.timestamp() * 1000),
                 )
             assert grant.expires_ms is not None  # noqa: S101 - filled above
-            if cover(conn, st, table, key, n, grant.expires_ms):
+            if (yield from cover(st, table, key, n, grant.expires_ms)):
                 return grant, row_id
             # The group row is gone or no longer this N's: give the place back, look again.
-            _ops.release_lease(conn, st, row_id, holder, grant.fence, 0)
+            yield from _ops.release_lease(st, row_id, holder, grant.fence, 0)
             break
         else:
             return None
@@ -201,32 +199,32 @@ def acquire(
     raise LockHoldersMismatch(key, n, _described(group))
 
 
-def cover(conn: Connection, st: Statements, table: Table, key: str, n: int, until_ms: int) -> bool:
+def cover(st: Statements, table: Table, key: str, n: int, until_ms: int) -> Sent[bool]:
     """Extend the group row of ``key`` (``n`` places) to expire no earlier than
     ``until_ms`` (epoch ms, the database's clock): a place's new expiry. False when
     the key has no group row of this N."""
-    ps = _statements(conn, st, table, n)
+    ps = _statements(st, table, n)
     values = {"key": key, "marker": group_holder(n), "until": until_ms}
-    return _ops.execute(conn, ps.extend, values).rowcount > 0
+    return (yield ps.extend, values).rowcount > 0
 
 
-def leave(conn: Connection, st: Statements, table: Table, key: str, n: int) -> bool:
+def leave(st: Statements, table: Table, key: str, n: int) -> Sent[bool]:
     """Delete the group row of ``key`` if none of its ``n`` places is live any more
     (after a release); True when it was deleted."""
     values: dict[str, Any] = {"key": key, "marker": group_holder(n)}
     for i in range(1, n + 1):
         values[f"p{i}"] = place_id(key, i)
-    return _ops.execute(conn, _statements(conn, st, table, n).leave, values).rowcount > 0
+    return (yield _statements(st, table, n).leave, values).rowcount > 0
 
 
-def holders(conn: Connection, st: Statements, table: Table, key: str) -> list[JobLock]:
+def holders(st: Statements, table: Table, key: str) -> Sent[list[JobLock]]:
     """The place rows of ``key`` (held or expired), by place; empty when ``key`` is not
     used as a counted lease (its row is not a group row)."""
-    group = _ops.peek(conn, st, key)
+    group = yield from _ops.peek(st, key)
     n = None if group is None else group_size(group.holder)
     if n is None:
         return []
-    _, taken = _read(conn, _statements(conn, st, table, n), key, n)
+    _, taken = yield from _read(_statements(st, table, n), key, n)
     return [taken[i] for i in sorted(taken)]
 
 
@@ -250,10 +248,10 @@ def take(
 
 
 def read(
-    conn: Connection, st: Statements, table: Table, key: str, n: int
-) -> tuple[JobLock | None, dict[int, JobLock]]:
+    st: Statements, table: Table, key: str, n: int
+) -> Sent[tuple[JobLock | None, dict[int, JobLock]]]:
     """The group row of ``key`` and its taken places (by place number), one read."""
-    return _read(conn, _statements(conn, st, table, n), key, n)
+    return (yield from _read(_statements(st, table, n), key, n))
 
 
 def take_live(

@@ -13,11 +13,11 @@ from typing import Any, Protocol
 
 from sqlalchemy import Connection
 
+from .._db.execute import execute
 from .._sql.dialects import galera
 from .._sql.statements import Prepared, Statements
 from .._util.errors import LockBackendError
 from .._util.secrets import mask_url
-from . import ops as _ops
 
 
 class _Registry(Protocol):
@@ -47,7 +47,7 @@ _READY = "joblocks_session_locks"
 
 def _set_up(conn: Connection, reg: _Registry) -> None:
     if reg.family == "postgresql":
-        pid = int(_ops.execute(conn, reg.probe, {}).scalar())
+        pid = int(execute(conn, reg.probe, {}).scalar())
         dbapi: Any = conn.connection.dbapi_connection
         told = getattr(dbapi, "driver_connection", dbapi).info.backend_pid
         if pid != told:
@@ -61,7 +61,7 @@ def _set_up(conn: Connection, reg: _Registry) -> None:
                 "or use liveness='ttl'",
             )
         if (conn.dialect.server_version_info or (0,)) >= (14,):
-            _ops.execute(conn, reg.settle, {})
+            execute(conn, reg.settle, {})
     else:
         if galera(conn):
             raise LockBackendError(
@@ -71,16 +71,16 @@ def _set_up(conn: Connection, reg: _Registry) -> None:
                 "GET_LOCK holds only on the node it was taken on, so a holder on another "
                 "node would not see it and would take the lease over. Use liveness='ttl'",
             )
-        _ops.execute(conn, reg.settle, {})
+        execute(conn, reg.settle, {})
 
 
 def server_relock(conn: Connection, st: Statements, reg: _Registry, lock: int | str) -> bool:
     """Try the session lock again on a connection :func:`server_lock` set up."""
-    return bool(_ops.execute(conn, reg.lock, {"lock": lock}).scalar())
+    return bool(execute(conn, reg.lock, {"lock": lock}).scalar())
 
 
 def server_unlock(conn: Connection, st: Statements, reg: _Registry, lock: int | str) -> None:
-    _ops.execute(conn, reg.unlock, {"lock": lock})
+    execute(conn, reg.unlock, {"lock": lock})
 
 
 def file_lock(path: str, offset: int) -> int | None:

@@ -29,9 +29,7 @@ from .._util import events as _events
 from . import ops as _ops
 
 if TYPE_CHECKING:
-    from sqlalchemy import Connection
-
-    from .._sql.statements import Statements
+    from .._sql.statements import Sent, Statements
     from .schedule import Schedule
 
 log = logging.getLogger("joblocks")
@@ -78,19 +76,17 @@ def _already_run(row: JobLock | None, schedule: Schedule) -> Skip | None:
     return Skip(slot, row) if _ms(row.acquired_at) >= slot[0] else None
 
 
-def acquire(
-    conn: Connection, st: Statements, key: str, holder: str, ttl_ms: int, schedule: Schedule
-) -> InSlot:
+def acquire(st: Statements, key: str, holder: str, ttl_ms: int, schedule: Schedule) -> Sent[InSlot]:
     """Take ``key`` for ``holder`` unless its slot (by the database's now) was run."""
-    row = _ops.peek(conn, st, key)
+    row = yield from _ops.peek(st, key)
     skip = _already_run(row, schedule)
     if skip is not None:
         return InSlot(None, skip.slot, skip)
-    now = _ms(row.read_at) if row is not None else _ops.now_ms(conn, st)
+    now = _ms(row.read_at) if row is not None else (yield from _ops.now_ms(st))
     slot = schedule.slot(now)
     extra = {"slot_start": slot[0]}
     for step in st.acquire_in_slot:
-        got = _ops._run_step(conn, step, key, holder, ttl_ms, extra)
+        got = yield from _ops._run_step(step, key, holder, ttl_ms, extra)
         if got is not None:
             grant = (
                 _ops.Grant(got[0], got[1], got[2])
@@ -101,13 +97,13 @@ def acquire(
                 # MySQL/MariaDB report the token only: the slot is that of the grant's
                 # own start (the database's now may have crossed into the next slot
                 # since it was read), so its times are read.
-                mine = _ops.peek(conn, st, key)
+                mine = yield from _ops.peek(st, key)
                 if mine is not None and mine.fence == grant.fence:
                     grant = _ops.Grant(grant.fence, _ms(mine.acquired_at), _ms(mine.expires_at))
             if grant.acquired_ms is not None:
                 slot = schedule.slot(grant.acquired_ms)
             return InSlot(grant, slot, None)
-    skip = _already_run(_ops.peek(conn, st, key), schedule)
+    skip = _already_run((yield from _ops.peek(st, key)), schedule)
     return InSlot(None, slot if skip is None else skip.slot, skip)
 
 

@@ -1,11 +1,14 @@
 """The steps a face performs for the life cycle (``_core.lifecycle``), and the one call.
 
 A life-cycle generator yields one of these and is sent its result back (or has
-its error thrown in at the ``yield``): :class:`Attempt` (one try of an ``_core.ops``
-function on a connection of the model), :class:`Sleep`, :class:`FirstUse` (create the
+its error thrown in at the ``yield``): :class:`Attempt` (one try of an operation, a
+generator of statements of ``_core.ops``, sent on a connection of the model),
+:class:`Connected` (one try of a function that needs the connection itself),
+:class:`Sleep`, :class:`FirstUse` (create the
 table / open the database, once), :class:`Work` (the caller's work under a lease) and
-:class:`Shielded` (steps a cancelled caller still gets done). :func:`call` is every
-operation's first use, transient-error retry and error translation, written once.
+:class:`Shielded` (steps a cancelled caller still gets done). :func:`call` (and
+:func:`call_connected`) is every operation's first use, transient-error retry and error
+translation, written once.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Callable, TypeVar, Union
 
 from sqlalchemy import exc as sa_exc
 
+from .._sql.statements import Sent
 from .._util.errors import raise_translated
 from . import ops as _ops
 from .base import TRANSIENT_ATTEMPTS, log, transient_pause
@@ -27,7 +31,9 @@ T = TypeVar("T")
 
 
 class Attempt:
-    """One try of ``fn(conn, statements, *args)`` on a connection of the model.
+    """One try of the operation ``fn(statements, *args)`` (a generator of statements,
+    ``_sql.statements.Sent``; no I/O of its own): the face sends its statements on one
+    connection of the model (``_db.execute.run``).
 
     ``until``: a monotonic time the call must end by, besides the model's ``timeout``
     (a keep-alive renewal's lease deadline); ``keeper``: on the connection the model
@@ -117,7 +123,28 @@ class Session:
         self.close = close
 
 
-Step = Union[Attempt, Sleep, FirstUse, Work, Shielded, Session]
+class Connected:
+    """One try of ``fn(conn, statements, *args)``, a function over a SQLAlchemy
+    ``Connection`` of the model (SQLAlchemy Core statements, reflection: the run
+    ledger's writes and reads, the table's identity), not a generator of prepared
+    statements. ``until``, ``keeper``: as :class:`Attempt`'s."""
+
+    __slots__ = ("args", "fn", "keeper", "until")
+
+    def __init__(
+        self,
+        fn: Callable[..., Any],
+        args: tuple[Any, ...],
+        until: float | None = None,
+        keeper: bool = False,
+    ) -> None:
+        self.fn = fn
+        self.args = args
+        self.until = until
+        self.keeper = keeper
+
+
+Step = Union[Attempt, Connected, Sleep, FirstUse, Work, Shielded, Session]
 Steps = Generator[Step, Any, T]
 
 FIRST_USE = FirstUse()
@@ -129,24 +156,40 @@ FIRST_USE = FirstUse()
 def call(
     model: ModelCore,
     operation: str,
+    fn: Callable[..., Sent[T]],
+    *args: Any,
+    until: float | None = None,
+    keeper: bool = False,
+) -> Steps[T]:
+    """The operation ``fn(statements, *args)`` on a connection, retried after deadlocks
+    and serialization failures; a database failure comes out as ``LockBackendError``
+    naming ``operation`` (``until``, ``keeper``: see :class:`Attempt`)."""
+    return _tried(model, operation, Attempt(fn, args, until, keeper))
+
+
+def call_connected(
+    model: ModelCore,
+    operation: str,
     fn: Callable[..., T],
     *args: Any,
     until: float | None = None,
     keeper: bool = False,
 ) -> Steps[T]:
-    """``fn`` on a connection, retried after deadlocks and serialization failures;
-    a database failure comes out as ``LockBackendError`` naming ``operation``
-    (``until``, ``keeper``: see :class:`Attempt`)."""
+    """:func:`call` for ``fn(conn, statements, *args)``, a function over a connection
+    (:class:`Connected`)."""
+    return _tried(model, operation, Connected(fn, args, until, keeper))
+
+
+def _tried(model: ModelCore, operation: str, step: Attempt | Connected) -> Steps[Any]:
     # As a ``translate`` block would, but set up only on an error: this runs for
     # every call.
     try:
         if not model.table_ready:
             yield FIRST_USE
         attempt = 1
-        step = Attempt(fn, args, until, keeper)
         while True:
             try:
-                result: T = yield step
+                result = yield step
                 return result
             except sa_exc.DBAPIError as exc:
                 if attempt >= TRANSIENT_ATTEMPTS or not _ops.is_transient(

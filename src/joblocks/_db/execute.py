@@ -12,14 +12,14 @@ asyncio face's one-key operations).
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any, Callable, TypeVar
 
 from sqlalchemy import Connection, Engine
 from sqlalchemy import exc as sa_exc
 
 from .._sql.connect import ISOLATION_INFO, ReadCommitted, read_committed_wrapper
-from .._sql.statements import Prepared, Statements
+from .._sql.statements import Prepared, Result, Sent, Statements
 from .._util.sqla import (
     awaited,
     awaits_psycopg,
@@ -34,19 +34,30 @@ from .._util.sqla import (
 T = TypeVar("T")
 
 
-class _Result:
-    """What a statement gave back, read off the cursor before it is closed (``rows``:
-    as the driver's ``fetchall`` gave them, a list or a tuple; never changed)."""
+#: What a statement gave back (``_sql.statements.Result``, under its old name here).
+_Result = Result
 
-    __slots__ = ("lastrowid", "rowcount", "rows")
 
-    def __init__(self, rows: Sequence[Any], rowcount: int, lastrowid: int | None) -> None:
-        self.rows = rows
-        self.rowcount = rowcount
-        self.lastrowid = lastrowid
+def run(conn: Connection | Checkout, sent: Sent[T]) -> T:
+    """Send the statements of the operation ``sent`` (a generator of ``_core.ops``) on
+    ``conn``, one after the other, each with :func:`execute`: its result is sent back
+    in, its error thrown in at the ``yield``; the operation's return value.
 
-    def scalar(self) -> Any:
-        return self.rows[0][0] if self.rows else None
+    Written once for every face's path that sends statements on a SQLAlchemy
+    connection; a one-statement operation costs one generator and one tuple more
+    than the statement itself."""
+    send = sent.send
+    try:
+        stmt, values = send(None)  # type: ignore[arg-type]
+        while True:
+            try:
+                result = execute(conn, stmt, values)
+            except BaseException as exc:
+                stmt, values = sent.throw(exc)
+            else:
+                stmt, values = send(result)
+    except StopIteration as done:
+        return done.value  # type: ignore[no-any-return]
 
 
 class Checkout:
@@ -256,8 +267,10 @@ _PGRES_TUPLES_OK = 2
 _BUSY_INFO = "joblocks_busy_timeout_ms"
 
 
-def in_place(conn: Connection | Checkout, st: Statements, fn: Callable[..., T], args: Any) -> T:
-    """``fn(conn, st, *args)`` (one of :data:`IN_PLACE`) on the asyncio face over
+def in_place(
+    conn: Connection | Checkout, st: Statements, fn: Callable[..., Sent[T]], args: Any
+) -> T:
+    """The operation ``fn(st, *args)`` (one of ``_ops.IN_PLACE``) on the asyncio face over
     aiosqlite, from a ``greenlet_spawn``: each statement is sent on the ``sqlite3``
     connection behind aiosqlite right here, on the event loop's thread, without
     waiting for another writer (busy timeout 0); one that meets another writer is sent
@@ -283,7 +296,7 @@ def in_place(conn: Connection | Checkout, st: Statements, fn: Callable[..., T], 
             busy_ms = -1
         info[_BUSY_INFO] = busy_ms
     if busy_ms < 0:
-        return fn(conn, st, *args)
+        return run(conn, fn(st, *args))
 
     def waiting(run: Callable[[Any], T]) -> T:
         def on_thread(driver_connection: Any) -> T:
@@ -298,7 +311,7 @@ def in_place(conn: Connection | Checkout, st: Statements, fn: Callable[..., T], 
     raw.execute("PRAGMA busy_timeout = 0")
     info[_IN_PLACE] = (raw, waiting)
     try:
-        result = fn(conn, st, *args)
+        result = run(conn, fn(st, *args))
     except Exception:
         info.pop(_IN_PLACE, None)
         if not conn.invalidated:

@@ -25,9 +25,9 @@ Acquire paths (``acquire_path=``):
 from __future__ import annotations
 
 import operator
-from collections.abc import Mapping, Sequence
+from collections.abc import Generator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Literal, Union
+from typing import Any, Callable, Literal, TypeVar, Union
 
 from sqlalchemy import Dialect, Table, text
 
@@ -43,6 +43,8 @@ __all__ = [
     "PG_TIMELINE_SQL",
     "TIMELINE_SHIFT",
     "AcquirePath",
+    "Result",
+    "Sent",
     "Statements",
     "build",
     "paths_for",
@@ -84,6 +86,32 @@ class Prepared:
         if pick is None:
             return dict(values)
         return pick(values)
+
+
+class Result:
+    """What a statement gave back, read off the cursor before it is closed (``rows``:
+    as the driver's ``fetchall`` gave them, a list or a tuple; never changed): what a
+    driver sends back into an operation's generator (:data:`Sent`)."""
+
+    __slots__ = ("lastrowid", "rowcount", "rows")
+
+    def __init__(self, rows: Sequence[Any], rowcount: int, lastrowid: int | None) -> None:
+        self.rows = rows
+        self.rowcount = rowcount
+        self.lastrowid = lastrowid
+
+    def scalar(self) -> Any:
+        return self.rows[0][0] if self.rows else None
+
+
+T = TypeVar("T")
+
+#: An operation (``_core.ops``): a generator that yields ``(prepared, values)``, one
+#: statement and the mapping of its parameters, is sent back the statement's
+#: :class:`Result` (or has the driver's error thrown in at the ``yield``), and returns
+#: the operation's result. A driver sends every statement of one generator on one
+#: connection, in order (``_db.execute.run``).
+Sent = Generator[tuple[Prepared, Mapping[str, Any]], Result, T]
 
 
 def _picker(order: tuple[str, ...]) -> Callable[[Mapping[str, Any]], tuple[Any, ...]]:
@@ -151,6 +179,9 @@ class Statements:
     # ``schedule=`` (``_core.slots``): the acquire steps that also need the row's last grant
     # to be before the slot (``:slot_start``, epoch ms): one start per slot.
     acquire_in_slot: tuple[AcquireStep, ...] = ()
+    # The dialect the statements were compiled for: what an operation compiles more
+    # of, later, compiles for it too (``_core.places``), with no connection at hand.
+    dialect: Any = field(default=None, compare=False, repr=False)
 
 
 def _prepare(dialect: Dialect, sql: str) -> Prepared:
@@ -244,6 +275,7 @@ def build(dialect: Dialect, table: Table, path: AcquirePath | None = None) -> St
         prune_range=p("prune_range"),
         prune_rest=p("prune_rest"),
         prune_count=p("prune_count"),
+        dialect=dialect,
     )
 
 

@@ -16,9 +16,11 @@ from sqlalchemy import Connection, Engine
 
 from .._core import steps as _steps
 from .._core.base import ModelCore
-from .._core.steps import Attempt, FirstUse, Session, Sleep, Steps, Work
+from .._core.steps import Attempt, Connected, FirstUse, Session, Sleep, Steps, Work
 from .._db.connections import ConnectionCache
 from .._db.deadline import Bound
+from .._db.execute import run
+from .._sql.statements import Sent
 from .._util.errors import NoReply, translate
 
 T = TypeVar("T")
@@ -56,7 +58,7 @@ class Driver(ModelCore):
         with self.engine.connect() as fresh:
             yield fresh
 
-    def _call(self, operation: str, fn: Callable[..., T], *args: Any) -> T:
+    def _call(self, operation: str, fn: Callable[..., Sent[T]], *args: Any) -> T:
         return self._drive(_steps.call(self, operation, fn, *args))
 
     def _drive(self, steps: Steps[T]) -> T:
@@ -71,8 +73,9 @@ class Driver(ModelCore):
                 return done.value  # type: ignore[no-any-return]
             result = error = None
             try:
-                if step.__class__ is Attempt:
-                    result = self._attempt(step)
+                cls = step.__class__
+                if cls is Attempt or cls is Connected:
+                    result = self._attempt(step)  # type: ignore[arg-type]
                 elif isinstance(step, Sleep):
                     time.sleep(step.seconds)
                 elif isinstance(step, FirstUse):
@@ -86,8 +89,8 @@ class Driver(ModelCore):
             except BaseException as exc:  # thrown back in at the yield
                 error = exc
 
-    def _attempt(self, step: Attempt) -> Any:
-        """One try of ``step.fn`` on a connection of the model."""
+    def _attempt(self, step: Attempt | Connected) -> Any:
+        """One try of ``step`` on a connection of the model."""
         if step.keeper:
             return self._on_keeper(step)
         cache = self._cache
@@ -104,12 +107,15 @@ class Driver(ModelCore):
         cache.put(conn)
         return result
 
-    def _send(self, conn: Connection, step: Attempt) -> Any:
-        """``step.fn`` on ``conn``, abandoned (``NoReply``) when it does not end in time:
+    def _send(self, conn: Connection, step: Attempt | Connected) -> Any:
+        """``step`` on ``conn`` (an operation's statements sent, or a function of the
+        connection called), abandoned (``NoReply``) when it does not end in time:
         within ``timeout``, and by ``step.until``."""
         bound_s = self._bound_s
         until = step.until
         if bound_s is None and until is None:
+            if step.__class__ is Attempt:
+                return run(conn, step.fn(self.statements, *step.args))
             return step.fn(conn, self.statements, *step.args)
         started = time.monotonic()
         at = started + bound_s if bound_s is not None else until
@@ -118,7 +124,10 @@ class Driver(ModelCore):
         assert at is not None  # noqa: S101 - one of the two is set
         bound = Bound(at, conn.connection.dbapi_connection)
         try:
-            result = step.fn(conn, self.statements, *step.args)
+            if step.__class__ is Attempt:
+                result = run(conn, step.fn(self.statements, *step.args))
+            else:
+                result = step.fn(conn, self.statements, *step.args)
         except BaseException as exc:
             if bound.end():
                 _invalidate(conn)
@@ -144,7 +153,7 @@ class Driver(ModelCore):
             except Exception:
                 self._keeper = None
 
-    def _on_keeper(self, step: Attempt) -> Any:
+    def _on_keeper(self, step: Attempt | Connected) -> Any:
         with self._keeper_lock:
             conn = self._keeper
             if conn is None or conn.invalidated or conn.closed:

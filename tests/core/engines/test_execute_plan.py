@@ -191,18 +191,19 @@ def test_the_token_alone_is_acquire_s_token(tmp_path: Path, table_name: str) -> 
     model = joblocks.JobLockModel(engine, table_name=table_name)
     try:
         model.create_table()
+        run = _execute.run
         with engine.connect() as conn:
             st = model.statements
-            first = _ops.acquire_token(conn, st, "k", "h", TTL)
+            first = run(conn, _ops.acquire_token(st, "k", "h", TTL))
             assert first is not None
-            assert _ops.acquire_token(conn, st, "k", "h", TTL) == first  # re-entrant
-            assert _ops.acquire_token(conn, st, "k", "other", TTL) is None
-            assert _ops.release(conn, st, "k", "h")
-            grant = _ops.acquire(conn, st, "k", "h", TTL)
+            assert run(conn, _ops.acquire_token(st, "k", "h", TTL)) == first  # re-entrant
+            assert run(conn, _ops.acquire_token(st, "k", "other", TTL)) is None
+            assert run(conn, _ops.release(st, "k", "h"))
+            grant = run(conn, _ops.acquire(st, "k", "h", TTL))
             assert grant is not None
             assert grant.fence > first
-            assert _ops.release(conn, st, "k", "h")
-            assert (_ops.acquire_token(conn, st, "k", "h", TTL) or 0) > grant.fence
+            assert run(conn, _ops.release(st, "k", "h"))
+            assert (run(conn, _ops.acquire_token(st, "k", "h", TTL)) or 0) > grant.fence
     finally:
         model.dispose()
         engine.dispose()
