@@ -100,6 +100,13 @@ class Driver(ModelCore):
                         if result is WAIT:
                             result = await loop_sqlite.run_waiting(fn, st, args)
                         continue
+                    if self._link is not None and step.__class__ is Attempt:
+                        # A server, an engine joblocks made: no greenlet.
+                        if step.keeper:
+                            result = await self._on_raw_keeper(step)
+                        else:
+                            result = await self._on_raw(step)
+                        continue
                     if step.keeper:
                         result = await self._on_keeper(step)
                         continue
