@@ -209,6 +209,11 @@ class Driver(ModelCore):
             return
         async with self.engine.connect() as conn:
             await conn.run_sync(self._first_use, create)
+        if self._link is not None:
+            # The engine's pool serves the rare calls over a ``Connection`` only (the
+            # run ledger, history, a session lease): it keeps no idle connection of
+            # this loop's after the first use (the model's own pool keeps one).
+            await self.engine.dispose()
 
     def _first_use_on(self, conn: Any, statements: Any, create: bool) -> None:
         self._first_use(conn, create)

@@ -28,7 +28,7 @@ import contextlib
 import importlib
 import sys
 import time
-from collections.abc import Awaitable
+from collections.abc import AsyncGenerator, Awaitable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from sqlalchemy import exc as sa_exc
@@ -112,6 +112,7 @@ class Link:
             module = importlib.import_module("aiomysql")
             creator = cparams.pop("async_creator_fn", module.connect)
             self.chosen = False
+            self.cursor_class = _quiet_cursor(module)
         cparams["autocommit"] = True  # the engine's isolation_level="AUTOCOMMIT"
         self._creator = creator
         self._cargs = cargs
@@ -208,7 +209,7 @@ async def send_sql(link: Link, raw: Raw, sql: str, params: Any) -> _Result:
             if raw.wrapper is not None:
                 return await _pg_in_read_committed(raw.driver, raw.wrapper, sql, params)
             return await _pg_sent(raw.driver, sql, params)
-        return await _my_sent(raw.driver, sql, params)
+        return await _my_sent(raw.driver, link.cursor_class, sql, params)
     except BaseException as exc:
         failure = link.failure(raw, sql, params, exc)
         if failure is None:
@@ -251,8 +252,21 @@ async def _pg_in_read_committed(
         await cursor.close()
 
 
-async def _my_sent(driver: Any, sql: str, params: Any) -> _Result:
-    cursor = await driver.cursor()
+def _quiet_cursor(aiomysql: Any) -> Any:
+    """aiomysql's cursor without its warnings: after a statement the server reported
+    warnings for (``CREATE TABLE IF NOT EXISTS`` of a table that exists), aiomysql asks
+    for them (a round trip) and sends each to ``warnings.warn``; SQLAlchemy's adapter
+    silences them the same way."""
+
+    class QuietCursor(aiomysql.Cursor):  # type: ignore[misc]
+        async def _show_warnings(self, conn: Any) -> None:
+            pass
+
+    return QuietCursor
+
+
+async def _my_sent(driver: Any, cursor_class: Any, sql: str, params: Any) -> _Result:
+    cursor = await driver.cursor(cursor_class)
     try:
         await cursor.execute(sql, params)
         rows = await cursor.fetchall() if cursor.description else _NO_ROWS
@@ -293,7 +307,10 @@ def close_now(raw: Raw) -> None:
         else:
             driver.close()
     except Exception:
+        # aiomysql's loop is closed: the server ends the session when the socket is
+        # shut down; the socket is closed with its transport.
         abandon(driver)
+        driver._writer = driver._reader = None
 
 
 class RawPool:
@@ -314,6 +331,7 @@ class RawPool:
         #: Connections made before this (monotonic) are suspect: a lost connection
         #: was found (the server went away), so they are not reused.
         self._stale_before = 0.0
+        self._watch: AsyncGenerator[None, None] | None = None
 
     def __len__(self) -> int:
         return len(self._idle)
@@ -329,6 +347,11 @@ class RawPool:
         model's ``timeout``; then ``sqlalchemy.exc.TimeoutError``)."""
         if self._generation != _generation:
             self._forked()
+        if self._watch is None:
+            # Closed with the loop: ``asyncio.run`` (``loop.shutdown_asyncgens()``)
+            # closes this generator while the loop still runs.
+            self._watch = _closed_with_the_loop(self)
+            await self._watch.__anext__()
         idle = self._idle
         while idle:
             raw = idle.pop()
@@ -457,6 +480,17 @@ class RawPool:
             if not fut.done():
                 fut.set_exception(sa_exc.TimeoutError("the model's connections were closed"))
         self._waiters.clear()
+
+
+async def _closed_with_the_loop(pool: RawPool) -> AsyncGenerator[None, None]:
+    """Closes ``pool`` when it is closed: by the event loop's
+    ``shutdown_asyncgens()`` (``asyncio.run`` calls it before the loop closes), so that
+    the connections end on their own loop, not at garbage collection."""
+    try:
+        yield
+        yield  # never resumed
+    finally:
+        pool.close()
 
 
 def _expire(fut: asyncio.Future[Any]) -> None:

@@ -1,7 +1,8 @@
-"""The asyncio face's one-key operations check a connection out of the pool directly
-(no SQLAlchemy ``Connection`` per call) and, on psycopg, await the driver's own
-``AsyncConnection`` past SQLAlchemy's adapter (``_execute.Checkout``, ``_execute._awaited``);
-a failure there is still a ``LockBackendError`` and a lost connection is replaced."""
+"""The asyncio face's one-key operations take no SQLAlchemy ``Connection`` per call: on an
+engine joblocks made on a server their statements are awaited on the asyncio driver's
+own connections (``_async.raw``: no pool check-out, no adapter, no greenlet), on a
+SQLite file joblocks opened they run through ``sqlite3`` on the loop's thread; a
+failure there is still a ``LockBackendError`` and a lost connection is replaced."""
 
 from __future__ import annotations
 
@@ -72,14 +73,16 @@ def test_one_key_operations_take_no_connection_object(
 
     connects, checkouts, held_between, loop_checkouts = asyncio.run(main())
     assert connects == 0  # no Engine.connect() per call
-    if backend == "sqlite":
+    if backend != "sqlite":
+        # The model's own connections: no check-out of the engine's pool at all.
+        assert checkouts == 0
+        assert loop_checkouts == 0
+    elif backend == "sqlite":
         # A SQLite file joblocks opened: the one-key operations run through sqlite3 on
         # the loop's thread (``_aio_sqlite``), never through aiosqlite's pool; the one
         # sqlite3 connection they use is checked out once and kept idle between calls.
         assert checkouts == 0
         assert loop_checkouts == 1
-    else:
-        assert checkouts == 10  # one pool check-out per call
     assert held_between == [0, 0]  # and none kept between calls
 
 
@@ -150,17 +153,29 @@ def test_a_stricter_default_isolation_keeps_its_read_committed_transactions(
     pytest.importorskip("psycopg")
     through_adapter = _adapter_executes(monkeypatch)
 
-    async def main() -> list[str]:
+    import psycopg
+
+    sent: list[str] = []
+    real = psycopg.AsyncCursor.execute
+
+    async def execute(self: Any, query: Any, *args: Any, **kwargs: Any) -> Any:
+        sent.append(str(query))  # observed, then sent as it is
+        return await real(self, query, *args, **kwargs)
+
+    monkeypatch.setattr(psycopg.AsyncCursor, "execute", execute)
+
+    async def main() -> None:
         model = joblocks.aio.JobLockModel(db_url, table_name=table_name)
         try:
             await model.now_ms()
+            sent.clear()
             through_adapter.clear()
             await _one_key_calls(model, "k")
-            return list(through_adapter)
         finally:
             await model.dispose()
 
-    sent = asyncio.run(main())
+    asyncio.run(main())
+    assert through_adapter == []
     assert sent.count("BEGIN ISOLATION LEVEL READ COMMITTED") == 5
     assert sent.count("COMMIT") == 5
 
@@ -173,21 +188,22 @@ def test_a_killed_backend_is_a_backend_error_then_replaced(db_url: str, table_na
     async def main() -> tuple[type[BaseException], bool, bool]:
         model = joblocks.aio.JobLockModel(db_url, table_name=table_name)
         pids: list[int] = []
-        event.listen(
-            model.engine.sync_engine.pool,
-            "checkout",
-            lambda dbapi_connection, *_: pids.append(
-                dbapi_connection.driver_connection.info.backend_pid
-            ),
-        )
+
+        def pid() -> int:
+            pool = model._raw_pool  # the model's own connections
+            assert pool is not None and len(pool._idle) == 1
+            return int(pool._idle[-1].driver.info.backend_pid)
+
         try:
             await _one_key_calls(model, "k")
+            pids.append(pid())
             with admin.connect() as conn:
                 conn.execute(text("SELECT pg_terminate_backend(:pid)"), {"pid": pids[-1]})
             with pytest.raises(joblocks.LockBackendError) as failed:
                 await model.acquire("k", TTL, "h")
             # The lost connection was invalidated: the next call gets a new one.
             taken = await model.acquire("k", TTL, "h")
+            pids.append(pid())
             return type(failed.value), taken, pids[-1] != pids[-2]
         finally:
             await model.dispose()
@@ -216,7 +232,8 @@ def test_a_statement_error_is_a_backend_error(db_url: str, table_name: str) -> N
             # opened, the cache of the sqlite3 connections of the loop's thread).
             if model._loop_sqlite is not None:
                 return len(model._loop_sqlite.cache) == 1
-            return model.engine.sync_engine.pool.checkedin() > 0
+            # (On a server, the model's own pool.)
+            return model._raw_pool is not None and len(model._raw_pool) == 1
         finally:
             await model.dispose()
 

@@ -132,6 +132,9 @@ def _recording(face: Any, family: str) -> None:
             raw.cursor = lambda *classes: cursor(_AioMyCursor)
 
         event.listen(engines[0], "connect", cursors)
+        link = getattr(model, "_link", None)
+        if link is not None:  # the asyncio face's own connections (``_async.raw``)
+            link.cursor_class = type("_AioMyQuietCursor", (_AioMyCursor, link.cursor_class), {})
         return
 
     def connect(dialect: Any, record: Any, cargs: Any, cparams: dict[str, Any]) -> None:
@@ -139,6 +142,9 @@ def _recording(face: Any, family: str) -> None:
 
     for each in engines:
         event.listen(each, "do_connect", connect)
+    link = getattr(model, "_link", None)
+    if link is not None:  # the asyncio face's own connections (``_async.raw``)
+        link._cparams[option] = value
 
 
 def _normalised(text: str, stem: str) -> str:

@@ -16,7 +16,10 @@ CREATE TABLE job_locks (
 -- create the table (upsert) [3/3]
 COMMENT ON TABLE job_locks IS 'joblocks leases: one row per held or expired lock';
 
--- acquire (upsert): a free key
+-- acquire (upsert): a free key [1/2]
+SELECT pg_backend_pid(), current_setting('default_transaction_isolation');
+
+-- acquire (upsert): a free key [2/2]
 INSERT INTO job_locks AS cur (id, holder, acquired_at, expires_at, fence) VALUES (%(key)s, %(holder)s, CAST(EXTRACT(EPOCH FROM date_trunc('milliseconds', statement_timestamp())) * 1000 AS BIGINT), CAST(EXTRACT(EPOCH FROM date_trunc('milliseconds', statement_timestamp())) * 1000 AS BIGINT) + %(ttl)s, (SELECT nextval('job_locks_fence_seq') + (CAST(CAST('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8) AS BIT(32)) AS BIGINT) - 1) * 17592186044416 FROM (SELECT pg_advisory_xact_lock(27244, hashtext(CAST(%(key)s AS VARCHAR)))) AS fence_order)) ON CONFLICT (id) DO UPDATE SET holder = excluded.holder, acquired_at = excluded.acquired_at, expires_at = excluded.expires_at, fence = CASE WHEN cur.holder = excluded.holder AND cur.expires_at > excluded.acquired_at THEN cur.fence ELSE excluded.fence END WHERE cur.expires_at <= excluded.acquired_at OR cur.holder = excluded.holder RETURNING fence, acquired_at, expires_at;
 
 -- acquire (upsert): re-entrant
@@ -233,16 +236,16 @@ INSERT INTO job_locks AS cur (id, holder, acquired_at, expires_at, fence) VALUES
 UPDATE job_locks_live SET fence = %(fence)s WHERE id = %(id)s;
 
 -- try_lease liveness=session: taken [1/5]
-SELECT pg_backend_pid();
+SELECT pg_backend_pid(), current_setting('default_transaction_isolation');
 
 -- try_lease liveness=session: taken [2/5]
-SELECT set_config('idle_session_timeout', '0', false);
+SELECT pg_backend_pid();
 
 -- try_lease liveness=session: taken [3/5]
-SELECT pg_try_advisory_lock(CAST(%(lock)s AS BIGINT));
+SELECT set_config('idle_session_timeout', '0', false);
 
 -- try_lease liveness=session: taken [4/5]
-SELECT pg_backend_pid(), current_setting('default_transaction_isolation');
+SELECT pg_try_advisory_lock(CAST(%(lock)s AS BIGINT));
 
 -- try_lease liveness=session: taken [5/5]
 INSERT INTO job_locks AS cur (id, holder, acquired_at, expires_at, fence) VALUES (%(key)s, %(holder)s, CAST(EXTRACT(EPOCH FROM date_trunc('milliseconds', statement_timestamp())) * 1000 AS BIGINT), CAST(EXTRACT(EPOCH FROM date_trunc('milliseconds', statement_timestamp())) * 1000 AS BIGINT) + %(ttl)s, (SELECT nextval('job_locks_fence_seq') + (CAST(CAST('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8) AS BIT(32)) AS BIGINT) - 1) * 17592186044416 FROM (SELECT pg_advisory_xact_lock(27244, hashtext(CAST(%(key)s AS VARCHAR)))) AS fence_order)) ON CONFLICT (id) DO UPDATE SET holder = excluded.holder, acquired_at = excluded.acquired_at, expires_at = excluded.expires_at, fence = CASE WHEN cur.holder = excluded.holder AND cur.expires_at > excluded.acquired_at THEN cur.fence ELSE excluded.fence END WHERE cur.expires_at <= excluded.acquired_at OR cur.holder = excluded.holder RETURNING fence, acquired_at, expires_at;
@@ -379,10 +382,13 @@ WHERE job_runs.started_at < %(started_at_1)s::BIGINT ORDER BY job_runs.id
 -- create the table (update_insert)
 -- (nothing sent)
 
--- acquire (update_insert): a free key [1/2]
+-- acquire (update_insert): a free key [1/3]
+SELECT pg_backend_pid(), current_setting('default_transaction_isolation');
+
+-- acquire (update_insert): a free key [2/3]
 UPDATE job_locks SET holder = %(holder)s, acquired_at = CAST(EXTRACT(EPOCH FROM date_trunc('milliseconds', statement_timestamp())) * 1000 AS BIGINT), expires_at = CAST(EXTRACT(EPOCH FROM date_trunc('milliseconds', statement_timestamp())) * 1000 AS BIGINT) + %(ttl)s, fence = CASE WHEN holder = %(holder)s AND expires_at > CAST(EXTRACT(EPOCH FROM date_trunc('milliseconds', statement_timestamp())) * 1000 AS BIGINT) THEN fence ELSE (SELECT nextval('job_locks_fence_seq') + (CAST(CAST('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8) AS BIT(32)) AS BIGINT) - 1) * 17592186044416 FROM (SELECT pg_advisory_xact_lock(27244, hashtext(CAST(%(key)s AS VARCHAR)))) AS fence_order) END WHERE id = %(key)s AND (expires_at <= CAST(EXTRACT(EPOCH FROM date_trunc('milliseconds', statement_timestamp())) * 1000 AS BIGINT) OR holder = %(holder)s) RETURNING fence, acquired_at, expires_at;
 
--- acquire (update_insert): a free key [2/2]
+-- acquire (update_insert): a free key [3/3]
 INSERT INTO job_locks (id, holder, acquired_at, expires_at, fence) VALUES (%(key)s, %(holder)s, CAST(EXTRACT(EPOCH FROM date_trunc('milliseconds', statement_timestamp())) * 1000 AS BIGINT), CAST(EXTRACT(EPOCH FROM date_trunc('milliseconds', statement_timestamp())) * 1000 AS BIGINT) + %(ttl)s, (SELECT nextval('job_locks_fence_seq') + (CAST(CAST('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8) AS BIT(32)) AS BIGINT) - 1) * 17592186044416 FROM (SELECT pg_advisory_xact_lock(27244, hashtext(CAST(%(key)s AS VARCHAR)))) AS fence_order)) ON CONFLICT (id) DO NOTHING RETURNING fence, acquired_at, expires_at;
 
 -- acquire (update_insert): re-entrant
@@ -472,10 +478,13 @@ DELETE FROM job_locks WHERE id = %(key)s AND holder = %(marker)s AND NOT EXISTS 
 -- create the table (portable)
 -- (nothing sent)
 
--- acquire (portable): a free key [1/2]
+-- acquire (portable): a free key [1/3]
+SELECT pg_backend_pid(), current_setting('default_transaction_isolation');
+
+-- acquire (portable): a free key [2/3]
 UPDATE job_locks SET holder = %(holder)s, acquired_at = CAST(EXTRACT(EPOCH FROM date_trunc('milliseconds', statement_timestamp())) * 1000 AS BIGINT), expires_at = CAST(EXTRACT(EPOCH FROM date_trunc('milliseconds', statement_timestamp())) * 1000 AS BIGINT) + %(ttl)s, fence = CASE WHEN holder = %(holder)s AND expires_at > CAST(EXTRACT(EPOCH FROM date_trunc('milliseconds', statement_timestamp())) * 1000 AS BIGINT) THEN fence ELSE (SELECT nextval('job_locks_fence_seq') + (CAST(CAST('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8) AS BIT(32)) AS BIGINT) - 1) * 17592186044416 FROM (SELECT pg_advisory_xact_lock(27244, hashtext(CAST(%(key)s AS VARCHAR)))) AS fence_order) END WHERE id = %(key)s AND (expires_at <= CAST(EXTRACT(EPOCH FROM date_trunc('milliseconds', statement_timestamp())) * 1000 AS BIGINT) OR holder = %(holder)s) RETURNING fence, acquired_at, expires_at;
 
--- acquire (portable): a free key [2/2]
+-- acquire (portable): a free key [3/3]
 INSERT INTO job_locks (id, holder, acquired_at, expires_at, fence) VALUES (%(key)s, %(holder)s, CAST(EXTRACT(EPOCH FROM date_trunc('milliseconds', statement_timestamp())) * 1000 AS BIGINT), CAST(EXTRACT(EPOCH FROM date_trunc('milliseconds', statement_timestamp())) * 1000 AS BIGINT) + %(ttl)s, (SELECT nextval('job_locks_fence_seq') + (CAST(CAST('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8) AS BIT(32)) AS BIGINT) - 1) * 17592186044416 FROM (SELECT pg_advisory_xact_lock(27244, hashtext(CAST(%(key)s AS VARCHAR)))) AS fence_order)) RETURNING fence, acquired_at, expires_at;
 
 -- acquire (portable): re-entrant
