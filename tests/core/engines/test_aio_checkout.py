@@ -191,7 +191,8 @@ def test_a_killed_backend_is_a_backend_error_then_replaced(db_url: str, table_na
 
         def pid() -> int:
             pool = model._raw_pool  # the model's own connections
-            assert pool is not None and len(pool._idle) == 1
+            assert pool is not None
+            assert len(pool._idle) == 1
             return int(pool._idle[-1].driver.info.backend_pid)
 
         try:

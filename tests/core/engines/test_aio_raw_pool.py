@@ -138,7 +138,8 @@ def test_a_connection_cut_off_mid_statement_is_never_used_again(
         try:
             assert await model.acquire("k", TTL, "h") is True
             pool = model._raw_pool
-            assert pool is not None and len(pool._idle) == 1
+            assert pool is not None
+            assert len(pool._idle) == 1
             cut = pool._idle[-1]  # the next call takes it
             session = _session_of(cut)
             with _table_locked(db_url, table_name):
@@ -195,7 +196,8 @@ def test_a_model_used_from_two_loops_closes_the_first_loops_connections(
     assert first, "the first loop kept no connection"
     used, left_of_first = asyncio.run(second())
     assert left_of_first == set()
-    assert used and not (used & first)
+    assert used
+    assert not (used & first)
     assert asyncio.run(last()) == set()
 
 
