@@ -18,12 +18,12 @@ from .._core import steps as _steps
 from .._core.base import ModelCore
 from .._core.steps import Attempt, Connected, FirstUse, Session, Sleep, Steps, Work
 from .._db.deadline import Bound
-from .._db.execute import Checkout, in_place, run
+from .._db.execute import in_place, run
 from .._sql.statements import Sent
 from .._util.errors import NoReply, translate
 from .._util.sqla import greenlet_spawn, hands_off_per_statement
 from .keepalive import task_renewer
-from .raw import Link, Raw, RawPool, bounded_at, close_now, send
+from .raw import Link, Raw, RawPool, bounded_at, forget
 from .raw import usable as raw_usable
 from .sqlite import RERUN_SAFE, WAIT, LoopSQLite
 from .sqlite import usable as loop_usable
@@ -245,12 +245,10 @@ class Driver(ModelCore):
 
     def _in_greenlet(self, step: Attempt | Connected) -> Any:
         # Check-out, statements and check-in in one greenlet: ``async with
-        # engine.connect()`` + ``run_sync`` takes three.
+        # engine.connect()`` + ``run_sync`` takes three. (An engine joblocks made on a
+        # server never comes here for an operation: see ``_on_raw``.)
         one_key = step.fn in _ops.IN_PLACE
-        engine = self.engine.sync_engine
-        # An engine joblocks made is in autocommit mode by its dialect: its one-key
-        # operations need no ``Connection`` around the pooled connection.
-        conn = Checkout(engine) if one_key and self.owns_engine else engine.connect()
+        conn = self.engine.sync_engine.connect()
         try:
             return self._send(conn, step, one_key)
         finally:
@@ -308,7 +306,7 @@ class Driver(ModelCore):
             self._keeper_lock = asyncio.Lock()
             kept, self._keeper = self._keeper, None
             if isinstance(kept, Raw):
-                close_now(kept)  # of a loop gone by: its pool is closed too
+                forget(kept)  # of a loop gone by: its pool is closed too
         assert self._keeper_lock is not None  # noqa: S101 - set with the loop
         return self._keeper_lock
 
@@ -404,6 +402,10 @@ class Driver(ModelCore):
             return pool
         if pool is not None:
             pool.close()
+            kept = self._keeper
+            if isinstance(kept, Raw):  # of that pool
+                self._keeper = None
+                forget(kept)
         assert self._link is not None  # noqa: S101 - the raw path only
         pool = self._raw_pool = RawPool(self._link, loop)
         return pool
@@ -448,15 +450,26 @@ class Driver(ModelCore):
         return result
 
     async def _statements(self, link: Link, raw: Raw, step: Attempt) -> Any:
+        # ``_raw.send`` inlined: this runs for every statement.
         sent = step.fn(self.statements, *step.args)
         put = sent.send
+        execute = raw.execute
+        driver = raw.driver
         try:
             stmt, values = put(None)
             while True:
+                pick = stmt._pick  # stmt.params(values), inlined
+                params = dict(values) if pick is None else pick(values)
                 try:
-                    result = await send(link, raw, stmt, values)
+                    result = await execute(driver, stmt.sql, params)
                 except BaseException as exc:
-                    stmt, values = sent.throw(exc)
+                    failure = link.failure(raw, stmt.sql, params, exc)
+                    if failure is None:
+                        stmt, values = sent.throw(exc)
+                    else:
+                        failure.__cause__ = exc  # raise failure from exc
+                        failure.__suppress_context__ = True
+                        stmt, values = sent.throw(failure)
                 else:
                     stmt, values = put(result)
         except StopIteration as done:

@@ -25,11 +25,12 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import functools
 import importlib
 import sys
 import time
 from collections.abc import AsyncGenerator, Awaitable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
 from sqlalchemy import exc as sa_exc
 
@@ -47,6 +48,9 @@ if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncEngine
 
 T = TypeVar("T")
+
+#: How a connection sends one statement: ``await execute(driver, sql, params)``.
+Execute = Callable[[Any, str, Any], Awaitable["_Result"]]
 
 #: libpq's ``PGRES_TUPLES_OK``: rows came back.
 _PGRES_TUPLES_OK = 2
@@ -70,13 +74,16 @@ _process.on_fork(_after_fork)
 class Raw:
     """One connection of the asyncio driver and what joblocks knows of it."""
 
-    __slots__ = ("born", "driver", "gone", "idle_since", "lost", "wrapper")
+    __slots__ = ("born", "born_in", "driver", "execute", "gone", "idle_since", "lost", "wrapper")
 
-    def __init__(self, driver: Any, wrapper: ReadCommitted | None) -> None:
+    def __init__(self, driver: Any, execute: Execute) -> None:
         self.driver = driver
+        #: ``await execute(driver, sql, params)``: one statement, its result.
+        self.execute = execute
         #: The read committed transaction each statement runs in (None: none needed).
-        self.wrapper = wrapper
+        self.wrapper: ReadCommitted | None = None
         self.born = time.monotonic()
+        self.born_in = _generation  # the process (a forked child's connections are new)
         self.idle_since = self.born
         #: Never to be used again (lost, or cut off mid-statement): closed on return.
         self.lost = False
@@ -131,8 +138,8 @@ class Link:
             lost = bool(self.dialect.is_disconnect(exc, None, None))
             raise self._wrapped(None, None, exc, lost) from exc
         if not self.postgres:
-            return Raw(driver, None)
-        raw = Raw(driver, None)
+            return Raw(driver, functools.partial(_my_sent, cursor_class=self.cursor_class))
+        raw = Raw(driver, _pg_sent)
         try:
             rows = (await self._bounded(raw, PG_PROBE_SQL, None)).rows
         except BaseException:
@@ -142,7 +149,9 @@ class Link:
         if not self.chosen and pid != driver.info.backend_pid:
             # A pooler between: no named server-side prepared statements.
             driver.prepare_threshold = None
-        raw.wrapper = wrapper_for(str(level))
+        wrapper = raw.wrapper = wrapper_for(str(level))
+        if wrapper is not None:
+            raw.execute = functools.partial(_pg_in_read_committed, wrapper=wrapper)
         return raw
 
     async def _bounded(self, raw: Raw, sql: str, params: Any) -> _Result:
@@ -205,11 +214,7 @@ async def send(link: Link, raw: Raw, prepared: Prepared, values: Any) -> _Result
 async def send_sql(link: Link, raw: Raw, sql: str, params: Any) -> _Result:
     """:func:`send` of a driver SQL string and its parameters."""
     try:
-        if link.postgres:
-            if raw.wrapper is not None:
-                return await _pg_in_read_committed(raw.driver, raw.wrapper, sql, params)
-            return await _pg_sent(raw.driver, sql, params)
-        return await _my_sent(raw.driver, link.cursor_class, sql, params)
+        return await raw.execute(raw.driver, sql, params)
     except BaseException as exc:
         failure = link.failure(raw, sql, params, exc)
         if failure is None:
@@ -229,7 +234,7 @@ async def _pg_sent(driver: Any, sql: str, params: Any) -> _Result:
 
 
 async def _pg_in_read_committed(
-    driver: Any, wrapper: ReadCommitted, sql: str, params: Any
+    driver: Any, sql: str, params: Any, wrapper: ReadCommitted
 ) -> _Result:
     """One statement in a read committed transaction of its own (a server whose default
     isolation is stricter, see ``_sql.connect.read_committed_wrapper``)."""
@@ -265,7 +270,7 @@ def _quiet_cursor(aiomysql: Any) -> Any:
     return QuietCursor
 
 
-async def _my_sent(driver: Any, cursor_class: Any, sql: str, params: Any) -> _Result:
+async def _my_sent(driver: Any, sql: str, params: Any, cursor_class: Any) -> _Result:
     cursor = await driver.cursor(cursor_class)
     try:
         await cursor.execute(sql, params)
@@ -311,6 +316,15 @@ def close_now(raw: Raw) -> None:
         # shut down; the socket is closed with its transport.
         abandon(driver)
         driver._writer = driver._reader = None
+
+
+def forget(raw: Raw) -> None:
+    """Close ``raw``, of a pool gone by (another loop's); in a forked child, leave the
+    parent's connection alone."""
+    if raw.born_in != _generation:
+        _abandoned.append(raw)
+        return
+    close_now(raw)
 
 
 class RawPool:
