@@ -25,7 +25,7 @@ TTL = 30_000
 #: How long a test waits for the server to show what it expects (seconds).
 WAIT_S = 20.0
 
-pytestmark = pytest.mark.parametrize("backend", ["postgresql", "mariadb"])
+SERVERS = pytest.mark.parametrize("backend", ["postgresql", "mariadb"])
 
 
 @contextlib.contextmanager
@@ -129,6 +129,7 @@ def _table_locked(db_url: str, table: str) -> Iterator[None]:
                 cursor.execute("UNLOCK TABLES")
 
 
+@SERVERS
 @pytest.mark.parametrize("how", ["cancelled", "timed out"])
 def test_a_connection_cut_off_mid_statement_is_never_used_again(
     db_url: str, table_name: str, how: str
@@ -172,6 +173,7 @@ def test_a_connection_cut_off_mid_statement_is_never_used_again(
     assert released is True
 
 
+@SERVERS
 def test_a_model_used_from_two_loops_closes_the_first_loops_connections(
     db_url: str, table_name: str
 ) -> None:
@@ -201,6 +203,7 @@ def test_a_model_used_from_two_loops_closes_the_first_loops_connections(
     assert asyncio.run(last()) == set()
 
 
+@SERVERS
 def test_dispose_closes_every_connection_of_the_model(db_url: str, table_name: str) -> None:
     async def main() -> tuple[set[int], set[int]]:
         model = joblocks.aio.JobLockModel(db_url, table_name=table_name)
@@ -234,3 +237,46 @@ def test_dispose_closes_every_connection_of_the_model(db_url: str, table_name: s
 
     sessions, left = asyncio.run(main())
     assert left == set(), f"sessions {left} of {sessions} are still open after dispose()"
+
+
+@pytest.mark.parametrize("backend", ["postgresql"])
+def test_no_more_connections_than_the_engines_pool_allows(db_url: str, table_name: str) -> None:
+    """Twenty calls at once while every statement on the table waits: fifteen
+    connections at most (the engine's pool: 5 + 10 overflow), the other calls wait for
+    one, and all end once the table is free."""
+    name = f"budget-{table_name}"
+    url = f"{db_url}?application_name={name}"
+
+    def sessions_of_the_model() -> int:
+        with _server(db_url) as conn:
+            row = conn.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s", (name,)
+            ).fetchone()
+        return int(row[0])
+
+    async def main() -> tuple[int, int, int, list[bool]]:
+        model = joblocks.aio.JobLockModel(url, table_name=table_name, timeout=20_000)
+        try:
+            await model.now_ms()  # first use
+            link = model._link
+            assert link is not None
+            with _table_locked(db_url, table_name):
+                calls = [asyncio.ensure_future(model.acquire(f"k{i}", TTL, "h")) for i in range(20)]
+                pool = model._here()
+                deadline = time.monotonic() + WAIT_S
+                while pool.open < 15 or len(pool._waiters) < 5:
+                    assert not any(call.done() for call in calls)
+                    assert time.monotonic() < deadline, (pool.open, len(pool._waiters))
+                    await asyncio.sleep(0.02)
+                await asyncio.sleep(0.3)  # a call beyond the limit would have opened by now
+                most, on_server = pool.open, sessions_of_the_model()
+            taken = await asyncio.gather(*calls)
+            return int(link.limit or 0), most, on_server, taken
+        finally:
+            await model.dispose()
+
+    limit, most, on_server, taken = asyncio.run(main())
+    assert limit == 15
+    assert most == 15
+    assert on_server == 15
+    assert taken == [True] * 20
