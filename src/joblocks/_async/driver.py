@@ -236,6 +236,10 @@ class Driver(ModelCore):
         # on the asyncio driver's own connections (``_async.raw``), no greenlet.
         self._link: Link | None = None
         self._raw_pool: RawPool | None = None
+        # aiomysql: asyncio cuts a call the watchdog abandoned this long after it began
+        # (seconds), should it not end by itself.
+        self._cut_late = self.statements.profile.bounds_async_calls
+        self._late_s = self.timeout_ms / 1000 + _ABANDON_GRACE_S
         if self.owns_engine and not single_file and raw_usable(self.engine):
             self._link = Link(self.engine, self.timeout_ms)
         url = self._url
@@ -413,44 +417,31 @@ class Driver(ModelCore):
     async def _on_raw(self, step: Attempt) -> Any:
         """``step`` on a connection of the model's pool on this loop."""
         pool = self._here()
-        raw = await pool.take()
+        raw = pool.idle_now()
+        if raw is None:
+            raw = await pool.take()
         try:
+            if self._cut_late:
+                return await bounded_at(self._sent(pool.link, raw, step), self._late_s)
             return await self._sent(pool.link, raw, step)
         finally:
             pool.put(raw)
 
     async def _sent(self, link: Link, raw: Raw, step: Attempt) -> Any:
         """The statements of the operation ``step`` sent on ``raw`` one after the other
-        (each result sent back in, each error thrown in at the ``yield``), abandoned
-        (``NoReply``) when they do not end within ``timeout``, nor by ``step.until``:
-        the watchdog cancels the statement server-side and shuts the socket down
-        (``_db.deadline``); on aiomysql asyncio also cuts the call a little later, should
-        it not end by itself. The connection of a call abandoned, cut off or cancelled
-        mid-statement is never used again."""
+        (each result sent back in, each error thrown in at the ``yield``, wrapped as
+        ``_raw.send`` wraps it), abandoned (``NoReply``) when they do not end within
+        ``timeout``, nor by ``step.until``: the watchdog cancels the statement
+        server-side and shuts the socket down (``_db.deadline``); on aiomysql asyncio
+        also cuts the call a little later (``_late_s``), should it not end by itself.
+        The connection of a call abandoned, cut off or cancelled mid-statement is never
+        used again."""
         started = time.monotonic()
         at = started + link.timeout_s
         until = step.until
         if until is not None and until < at:
             at = until
         bound = Bound(at, raw.driver)
-        try:
-            work = self._statements(link, raw, step)
-            if self.statements.profile.bounds_async_calls:
-                result = await bounded_at(work, at - started + _ABANDON_GRACE_S)
-            else:
-                result = await work
-        except BaseException as exc:
-            if bound.end():
-                raw.lost = True
-                raise NoReply((at - started) * 1000) from exc
-            raise
-        if bound.end():
-            raw.lost = True
-            raise NoReply((at - started) * 1000)
-        return result
-
-    async def _statements(self, link: Link, raw: Raw, step: Attempt) -> Any:
-        # ``_raw.send`` inlined: this runs for every statement.
         sent = step.fn(self.statements, *step.args)
         put = sent.send
         execute = raw.execute
@@ -458,7 +449,7 @@ class Driver(ModelCore):
         try:
             stmt, values = put(None)
             while True:
-                pick = stmt._pick  # stmt.params(values), inlined
+                pick = stmt._pick  # stmt.params(values), inlined: this runs per statement
                 params = dict(values) if pick is None else pick(values)
                 try:
                     result = await execute(driver, stmt.sql, params)
@@ -473,7 +464,16 @@ class Driver(ModelCore):
                 else:
                     stmt, values = put(result)
         except StopIteration as done:
-            return done.value
+            result = done.value
+        except BaseException as exc:
+            if bound.end():
+                raw.lost = True
+                raise NoReply((at - started) * 1000) from exc
+            raise
+        if bound.end():
+            raw.lost = True
+            raise NoReply((at - started) * 1000)
+        return result
 
     async def _on_raw_keeper(self, step: Attempt) -> Any:
         """``step`` (a keep-alive renewal, a keep-alive grant) on the connection the
@@ -488,6 +488,8 @@ class Driver(ModelCore):
                     pool.put(raw)
                 raw = self._keeper = await self._raw_keeper(pool, step.until)
             try:
+                if self._cut_late:
+                    return await bounded_at(self._sent(pool.link, raw, step), self._late_s)
                 return await self._sent(pool.link, raw, step)
             finally:
                 if raw.lost:

@@ -355,6 +355,20 @@ class RawPool:
         """Closed by :meth:`close` (or made in a parent process before a fork)."""
         return self._closed or self._generation != _generation
 
+    def idle_now(self) -> Raw | None:
+        """The idle connection used last when it needs no ping (no coroutine, no
+        await); None otherwise (then :meth:`take`)."""
+        idle = self._idle
+        if idle and self._watch is not None and self._generation == _generation:
+            raw = idle[-1]
+            if (
+                not raw.lost
+                and raw.born >= self._stale_before
+                and raw.idle_since + IDLE_PING_AFTER_S >= time.monotonic()
+            ):
+                return idle.pop()
+        return None
+
     async def take(self) -> Raw:
         """An idle connection (pinged if it sat idle), or a new one; when the pool's
         limit is reached, the next one given back (waited for no longer than the
