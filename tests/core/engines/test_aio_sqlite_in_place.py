@@ -1,7 +1,7 @@
 """The asyncio face on SQLite sends its statements on the event loop's thread, and hands
 an operation to another thread only to wait for another writer: through ``sqlite3``
 itself on a file joblocks opened from a URL (``_aio_sqlite``), through the ``sqlite3``
-connection behind aiosqlite on an engine passed in (``_ops.in_place``)."""
+connection behind aiosqlite on an engine passed in (``_db.execute.in_place``)."""
 
 from __future__ import annotations
 
