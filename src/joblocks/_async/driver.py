@@ -445,14 +445,14 @@ class Driver(ModelCore):
         sent = step.fn(self.statements, *step.args)
         put = sent.send
         execute = raw.execute
-        driver = raw.driver
+        cursor = raw.cursor
         try:
             stmt, values = put(None)
             while True:
                 pick = stmt._pick  # stmt.params(values), inlined: this runs per statement
                 params = dict(values) if pick is None else pick(values)
                 try:
-                    result = await execute(driver, stmt.sql, params)
+                    result = await execute(cursor, stmt.sql, params)
                 except BaseException as exc:
                     failure = link.failure(raw, stmt.sql, params, exc)
                     if failure is None:

@@ -74,11 +74,24 @@ _process.on_fork(_after_fork)
 class Raw:
     """One connection of the asyncio driver and what joblocks knows of it."""
 
-    __slots__ = ("born", "born_in", "driver", "execute", "gone", "idle_since", "lost", "wrapper")
+    __slots__ = (
+        "born",
+        "born_in",
+        "cursor",
+        "driver",
+        "execute",
+        "gone",
+        "idle_since",
+        "lost",
+        "wrapper",
+    )
 
-    def __init__(self, driver: Any, execute: Execute) -> None:
+    def __init__(self, driver: Any, cursor: Any, execute: Execute) -> None:
         self.driver = driver
-        #: ``await execute(driver, sql, params)``: one statement, its result.
+        #: The driver's cursor every statement is sent on (one per connection: a
+        #: connection runs one operation at a time).
+        self.cursor = cursor
+        #: ``await execute(cursor, sql, params)``: one statement, its result.
         self.execute = execute
         #: The read committed transaction each statement runs in (None: none needed).
         self.wrapper: ReadCommitted | None = None
@@ -138,8 +151,13 @@ class Link:
             lost = bool(self.dialect.is_disconnect(exc, None, None))
             raise self._wrapped(None, None, exc, lost) from exc
         if not self.postgres:
-            return Raw(driver, functools.partial(_my_sent, cursor_class=self.cursor_class))
-        raw = Raw(driver, _pg_sent)
+            try:
+                cursor = await driver.cursor(self.cursor_class)
+            except BaseException:
+                close_now(Raw(driver, None, _my_sent))
+                raise
+            return Raw(driver, cursor, _my_sent)
+        raw = Raw(driver, driver.cursor(), _pg_sent)
         try:
             rows = (await self._bounded(raw, PG_PROBE_SQL, None)).rows
         except BaseException:
@@ -214,7 +232,7 @@ async def send(link: Link, raw: Raw, prepared: Prepared, values: Any) -> _Result
 async def send_sql(link: Link, raw: Raw, sql: str, params: Any) -> _Result:
     """:func:`send` of a driver SQL string and its parameters."""
     try:
-        return await raw.execute(raw.driver, sql, params)
+        return await raw.execute(raw.cursor, sql, params)
     except BaseException as exc:
         failure = link.failure(raw, sql, params, exc)
         if failure is None:
@@ -222,39 +240,31 @@ async def send_sql(link: Link, raw: Raw, sql: str, params: Any) -> _Result:
         raise failure from exc
 
 
-async def _pg_sent(driver: Any, sql: str, params: Any) -> _Result:
-    cursor = driver.cursor()
-    try:
-        await cursor.execute(sql, params)
-        result = cursor.pgresult  # not ``description``: it builds a column object each
-        tuples = result is not None and result.status == _PGRES_TUPLES_OK
-        return _Result(await cursor.fetchall() if tuples else _NO_ROWS, cursor.rowcount, None)
-    finally:
-        await cursor.close()
+async def _pg_sent(cursor: Any, sql: str, params: Any) -> _Result:
+    await cursor.execute(sql, params)
+    result = cursor.pgresult  # not ``description``: it builds a column object each
+    tuples = result is not None and result.status == _PGRES_TUPLES_OK
+    return _Result(await cursor.fetchall() if tuples else _NO_ROWS, cursor.rowcount, None)
 
 
 async def _pg_in_read_committed(
-    driver: Any, sql: str, params: Any, wrapper: ReadCommitted
+    cursor: Any, sql: str, params: Any, wrapper: ReadCommitted
 ) -> _Result:
     """One statement in a read committed transaction of its own (a server whose default
     isolation is stricter, see ``_sql.connect.read_committed_wrapper``)."""
-    cursor = driver.cursor()
+    await cursor.execute(wrapper.begin)
     try:
-        await cursor.execute(wrapper.begin)
-        try:
-            await cursor.execute(sql, params)
-            result = cursor.pgresult
-            tuples = result is not None and result.status == _PGRES_TUPLES_OK
-            rows = await cursor.fetchall() if tuples else _NO_ROWS
-            outcome = _Result(rows, cursor.rowcount, None)
-            await cursor.execute(wrapper.commit)
-        except Exception:
-            with contextlib.suppress(Exception):
-                await cursor.execute(wrapper.rollback)
-            raise
-        return outcome
-    finally:
-        await cursor.close()
+        await cursor.execute(sql, params)
+        result = cursor.pgresult
+        tuples = result is not None and result.status == _PGRES_TUPLES_OK
+        rows = await cursor.fetchall() if tuples else _NO_ROWS
+        outcome = _Result(rows, cursor.rowcount, None)
+        await cursor.execute(wrapper.commit)
+    except Exception:
+        with contextlib.suppress(Exception):
+            await cursor.execute(wrapper.rollback)
+        raise
+    return outcome
 
 
 def _quiet_cursor(aiomysql: Any) -> Any:
@@ -270,14 +280,10 @@ def _quiet_cursor(aiomysql: Any) -> Any:
     return QuietCursor
 
 
-async def _my_sent(driver: Any, sql: str, params: Any, cursor_class: Any) -> _Result:
-    cursor = await driver.cursor(cursor_class)
-    try:
-        await cursor.execute(sql, params)
-        rows = await cursor.fetchall() if cursor.description else _NO_ROWS
-        return _Result(rows, cursor.rowcount, cursor.lastrowid)
-    finally:
-        await cursor.close()
+async def _my_sent(cursor: Any, sql: str, params: Any) -> _Result:
+    await cursor.execute(sql, params)
+    rows = await cursor.fetchall() if cursor.description else _NO_ROWS
+    return _Result(rows, cursor.rowcount, cursor.lastrowid)
 
 
 if sys.version_info >= (3, 11):
