@@ -30,10 +30,9 @@ from .._sql.schema import (
     ensure_table,
     runs_table_name,
 )
-from .._util import events as _events
 from .._util.secrets import mask_text
 from .base import log
-from .steps import Steps, call
+from .steps import Emit, Steps, call
 
 if TYPE_CHECKING:
     from .._sql.statements import Statements
@@ -217,9 +216,10 @@ def _skip(conn: Connection, st: Statements, ledger: Ledger, values: dict[str, An
 # -- steps of the life cycle -----------------------------------------------------------------
 
 
-def _failed(key: str, holder: str, exc: BaseException) -> None:
+def _failed(key: str, holder: str, exc: BaseException) -> Emit:
+    """Log a failed write (the job goes on): the ``record_failed`` event to yield."""
     log.warning("joblocks: the run ledger could not record %r (the job goes on): %s", key, exc)
-    _events.emit("record_failed", key, holder, error=exc)
+    return Emit("record_failed", key, holder, error=exc)
 
 
 def _where(
@@ -255,7 +255,7 @@ def record_start(model: ModelCore, lease: LeaseState, opts: LeaseOptions) -> Ste
         values = {"key": lease.key, **_where(opts, lease)}
         run_id = yield from call(model, "record run", _start, ledger_of(model), values)
     except Exception as exc:
-        _failed(lease.key, lease.holder, exc)
+        yield _failed(lease.key, lease.holder, exc)
         return
     run: RunRow = lease._run
     run.id = run_id
@@ -279,7 +279,7 @@ def record_end(lease: LeaseState) -> Steps[None]:
             model, "record run", _finish, ledger_of(model), run_id, outcome_of(lease), text
         )
     except Exception as exc:
-        _failed(lease.key, lease.holder, exc)
+        yield _failed(lease.key, lease.holder, exc)
 
 
 def record_skip(
@@ -291,4 +291,4 @@ def record_skip(
     try:
         yield from call(model, "record run", _skip, ledger_of(model), {"key": key, **values})
     except Exception as exc:
-        _failed(key, values["holder"], exc)
+        yield _failed(key, values["holder"], exc)

@@ -16,7 +16,7 @@ from sqlalchemy import Connection, Engine
 
 from .._core import steps as _steps
 from .._core.base import ModelCore
-from .._core.steps import Attempt, FirstUse, Session, Sleep, Steps, Work
+from .._core.steps import Attempt, Backoff, Emit, FirstUse, Session, Sleep, Steps, Work
 from .._db.connections import ConnectionCache
 from .._db.deadline import Bound
 from .._util.errors import NoReply, translate
@@ -73,8 +73,15 @@ class Driver(ModelCore):
             try:
                 if step.__class__ is Attempt:
                     result = self._attempt(step)
+                elif isinstance(step, Emit):
+                    step.deliver()
                 elif isinstance(step, Sleep):
                     time.sleep(step.seconds)
+                elif isinstance(step, Backoff):
+                    pause = step.pause()
+                    if pause is not None:
+                        time.sleep(pause)
+                    result = pause is not None
                 elif isinstance(step, FirstUse):
                     self._create_table()
                 elif isinstance(step, Work):
