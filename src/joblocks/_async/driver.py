@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Callable, TypeVar
 from .._core import ops as _ops
 from .._core import steps as _steps
 from .._core.base import ModelCore
-from .._core.steps import Attempt, Connected, FirstUse, Session, Sleep, Steps, Work
+from .._core.steps import Attempt, Backoff, Connected, Emit, FirstUse, Session, Sleep, Steps, Work
 from .._db.deadline import Bound
 from .._db.execute import in_place, run
 from .._sql.statements import Sent
@@ -113,8 +113,15 @@ class Driver(ModelCore):
                     work = greenlet_spawn(self._in_greenlet, step)
                     timeout = self._io_timeout
                     result = await (asyncio.wait_for(work, timeout) if timeout else work)
+                elif isinstance(step, Emit):
+                    step.deliver()
                 elif isinstance(step, Sleep):
                     await asyncio.sleep(step.seconds)
+                elif isinstance(step, Backoff):
+                    pause = step.pause()
+                    if pause is not None:
+                        await asyncio.sleep(pause)
+                    result = pause is not None
                 elif isinstance(step, FirstUse):
                     await self._open()
                 elif isinstance(step, Work):

@@ -51,9 +51,10 @@ async def run_with_lock(
     is milliseconds (int or float) or a ``datetime.timedelta``.
     """
     key = _validate.lock_key(lock_key)
+    # The face's own argument first (``keepalive`` itself is checked with the request).
+    check_cancel_on_loss(cancel_on_loss, bool(options.get("keepalive", False)))
     opts = LeaseOptions.of(ttl, options, "run_with_lock")
     check_work(work, asynchronous=True)
-    check_cancel_on_loss(cancel_on_loss, opts.keepalive)
     return (await _run_request(model, key, opts, work, cancel_on_loss)).lease is not None
 
 
@@ -94,8 +95,8 @@ async def lease(
     """
     model = resolve_model(model, JobLockModel, get_model, "joblocks.aio.JobLockModel")
     key = _validate.lock_key(lock_key)
+    check_cancel_on_loss(cancel_on_loss, bool(options.get("keepalive", False)))
     opts = LeaseOptions.of(ttl, options, "lease", LEASE_OPTIONS)
-    check_cancel_on_loss(cancel_on_loss, opts.keepalive)
     held = (await model._take(key, opts)).lease
     if held is None:
         raise LockNotAcquired(lock_key)

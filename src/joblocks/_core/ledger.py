@@ -30,10 +30,9 @@ from .._sql.schema import (
     ensure_table,
     runs_table_name,
 )
-from .._util import events as _events
 from .._util.secrets import mask_text
 from .base import log
-from .steps import Steps, call_connected
+from .steps import Emit, Steps, call_connected
 
 if TYPE_CHECKING:
     from .._sql.statements import Statements
@@ -217,9 +216,18 @@ def _skip(conn: Connection, st: Statements, ledger: Ledger, values: dict[str, An
 # -- steps of the life cycle -----------------------------------------------------------------
 
 
-def _failed(key: str, holder: str, exc: BaseException) -> None:
-    log.warning("joblocks: the run ledger could not record %r (the job goes on): %s", key, exc)
-    _events.emit("record_failed", key, holder, error=exc)
+def _write(
+    model: ModelCore, key: str, holder: str, fn: Callable[..., Any], *args: Any
+) -> Steps[Any]:
+    """One write of the ledger (``fn`` on its table): its result; never raises. A
+    failure is logged (the job goes on) and reported as the ``record_failed`` event,
+    and gives None."""
+    try:
+        return (yield from call_connected(model, "record run", fn, ledger_of(model), *args))
+    except Exception as exc:
+        log.warning("joblocks: the run ledger could not record %r (the job goes on): %s", key, exc)
+        yield Emit("record_failed", key, holder, error=exc)
+        return None
 
 
 def _where(
@@ -251,14 +259,11 @@ class RunRow:
 
 def record_start(model: ModelCore, lease: LeaseState, opts: LeaseOptions) -> Steps[None]:
     """Write the row of a run that starts under ``lease``; never raises."""
-    try:
-        values = {"key": lease.key, **_where(opts, lease)}
-        run_id = yield from call_connected(model, "record run", _start, ledger_of(model), values)
-    except Exception as exc:
-        _failed(lease.key, lease.holder, exc)
-        return
-    run: RunRow = lease._run
-    run.id = run_id
+    values = {"key": lease.key, **_where(opts, lease)}
+    run_id = yield from _write(model, lease.key, lease.holder, _start, values)
+    if run_id is not None:
+        run: RunRow = lease._run
+        run.id = run_id
 
 
 def record_end(lease: LeaseState) -> Steps[None]:
@@ -273,13 +278,8 @@ def record_end(lease: LeaseState) -> Steps[None]:
     if lost is not None and (text is None or isinstance(error, CommandFailed)):
         # A command's exit status and why the lock was lost (its SIGTERM, often).
         text = (lost if text is None else f"{text}; {lost}")[:MAX_RUN_ERROR]
-    model = lease._model
-    try:
-        yield from call_connected(
-            model, "record run", _finish, ledger_of(model), run_id, outcome_of(lease), text
-        )
-    except Exception as exc:
-        _failed(lease.key, lease.holder, exc)
+    outcome = outcome_of(lease)
+    yield from _write(lease._model, lease.key, lease.holder, _finish, run_id, outcome, text)
 
 
 def record_skip(
@@ -287,10 +287,5 @@ def record_skip(
 ) -> Steps[None]:
     """Write a ``skipped`` row (``record="all"``; ``slot``: the schedule slot it was
     for); never raises."""
-    values = _where(opts, None, slot)
-    try:
-        yield from call_connected(
-            model, "record run", _skip, ledger_of(model), {"key": key, **values}
-        )
-    except Exception as exc:
-        _failed(key, values["holder"], exc)
+    values = {"key": key, **_where(opts, None, slot)}
+    yield from _write(model, key, values["holder"], _skip, values)

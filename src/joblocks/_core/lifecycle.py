@@ -13,13 +13,10 @@ both faces. (The shape of h11 and httpcore: the protocol knows no I/O.)
 
 from __future__ import annotations
 
-import functools
 import time
 from typing import TYPE_CHECKING, Any, Callable
 
 from .._sql import tables as _tables
-from .._util import backoff as _backoff
-from .._util import events as _events
 from .._util import process as _process
 from .._util import validate as _validate
 from .._util.errors import LockBackendError
@@ -40,7 +37,19 @@ from . import (
 )
 from .base import log
 from .state import TAKEN, Acquired, LeaseState, Outcome, Skipped
-from .steps import Shielded, Sleep, Steps, Work, call, call_connected
+from .steps import (
+    Backoff,
+    Emit,
+    Shielded,
+    Sleep,
+    Steps,
+    Try,
+    Work,
+    acquire_once,
+    call,
+    call_connected,
+    drop_grant,
+)
 
 if TYPE_CHECKING:
     from .base import ModelCore
@@ -73,67 +82,44 @@ def take(
     backoff: :class:`Acquired` with the lease, :class:`Taken` when it stays taken, or
     :class:`Skipped` (``schedule=``) when its slot was already run. ``times=False``:
     MySQL's grant times are read only when the lease needs them (keep-alive,
-    ``on_lost``)."""
+    ``on_lost``).
+
+    Each try goes down to the one feature of the request (``opts.path``: a single
+    lease, a schedule's slot, a place of ``max_holders``, a session-liveness lease)."""
     holder = opts.holder
     record = model.record if opts.record is None else opts.record
-    row = key  # the row taken: a place of the key with max_holders (``_core.places``)
+    try_once = _FEATURES[opts.path]
     attempt = 0
-    slot = None
     # schedule= and liveness="session" are not given together (LeaseOptions).
     live = None if opts.liveness == "ttl" else _liveness.Live(model, key)
-    while True:
+    # A session-liveness waiter looks again often: a dead holder is taken over at once.
+    poll = None if live is None else _liveness.POLL_S
+    grant = None
+    while grant is None:
         sent = time.monotonic()
         try:
-            if live is not None and opts.max_holders is None:
-                yield from live.hold()
-            if opts.max_holders is not None and live is not None:
-                # With liveness, each place has its own session lock (``_core.places``).
-                grant, row = yield from _places.take(model, key, holder, opts, live)
-            elif opts.max_holders is not None:  # not with schedule= (LeaseOptions)
-                # Shielded as below: the place granted is let go (its own row id).
-                grant, row = yield Shielded(
-                    _places.take(model, key, holder, opts),
-                    functools.partial(_drop_taken, model, holder),
-                )
-            elif opts.schedule is None:
-                # Shielded: a caller cancelled while the grant is on its way still
-                # gets it released (asyncio), not left to nobody until its ttl.
-                grant = yield Shielded(
-                    call(model, "acquire", _ops.acquire, key, holder, opts.ttl_ms),
-                    functools.partial(_drop_grant, model, key, holder),
-                )
-            else:
-                # Shielded as below: a slot granted to a cancelled caller is let go, so
-                # another replica may still run it.
-                grant, slot, skip = yield Shielded(
-                    call(model, "acquire", _slots.acquire, key, holder, opts.ttl_ms, opts.schedule),
-                    functools.partial(_drop_slot, model, key, holder),
-                )
-                if skip is not None:
-                    _slots.skipped(key, holder, skip)
-                    if record == "all":
-                        yield from _ledger.record_skip(model, key, opts, skip.slot)
-                    return Skipped(skip.reason(key), skip.slot)
-            if live is not None and opts.max_holders is None:
-                grant = yield from _liveness.granted(live, grant, holder, opts.ttl_ms)
+            got = yield from try_once(model, key, opts, live)
         except BaseException as exc:
             if live is not None and not isinstance(exc, GeneratorExit):
                 yield from _liveness.abandon(live)
             if isinstance(exc, LockBackendError):
-                _events.emit("error", key, holder, error=exc)
+                yield Emit("error", key, holder, error=exc)
             raise
+        grant = got.grant
         if grant is not None:
             break
-        attempt += 1
-        pause = _backoff.next_pause(attempt, started, opts.wait_ms)
-        if pause is None:
+        skip = got.skip
+        if skip is None:
+            attempt += 1
+            if (yield Backoff(attempt, started, opts.wait_ms, poll)):
+                continue  # the wait goes on: try again
             if live is not None:
                 yield from _liveness.abandon(live)
-            _events.emit("conflict", key, holder)
-            if record == "all":
-                yield from _ledger.record_skip(model, key, opts, slot)
-            return TAKEN
-        yield Sleep(pause if live is None else _liveness.poll(pause))
+            yield Emit("conflict", key, holder)
+        if record == "all":
+            yield from _ledger.record_skip(model, key, opts, got.slot)
+        return TAKEN if skip is None else Skipped(skip.reason(key), skip.slot)
+    row = got.row
     lease = None
     try:
         mine = True
@@ -143,13 +129,13 @@ def take(
         lease = model._lease_type(
             model,
             **opts.lease_state(row, grant, sent, opts.ttl_ms),
-            slot=slot,
+            slot=got.slot,
             group=None if opts.max_holders is None else (key, opts.max_holders),
             live=live,
             run=_ledger.RunRow() if record else None,
         )
         waited = (sent - started) * 1000 if opts.wait_ms is not None else None
-        _events.emit("acquired", row, holder, token=grant.fence, waited_ms=waited)
+        yield Emit("acquired", row, holder, token=grant.fence, waited_ms=waited)
         if not mine:
             lease._mark_lost("the row changed right after it was granted")
         elif opts.keepalive:
@@ -163,33 +149,25 @@ def take(
         if not isinstance(exc, GeneratorExit):
             if lease is not None and lease._begin_release():
                 lease._stop_keeping_alive()
-            yield Shielded(_drop_grant(model, row, holder, grant))
+            yield Shielded(drop_grant(model, row, holder, grant))
             if live is not None:
                 yield from _liveness.abandon(live)
         raise
     return Acquired(lease)
 
 
-def _drop_taken(model: ModelCore, holder: str, taken: tuple[Any, str]) -> Steps[None]:
-    """:func:`_drop_grant` of a place: ``taken`` is ``(grant or None, its row id)``."""
-    grant, row = taken
-    return _drop_grant(model, row, holder, grant)
+def _single(model: ModelCore, key: str, opts: LeaseOptions, live: None) -> Steps[Try]:
+    """One try at a single lease (no schedule, one holder, ttl liveness)."""
+    return acquire_once(model, key, opts.holder, opts.ttl_ms)
 
 
-def _drop_slot(model: ModelCore, key: str, holder: str, got: tuple[Any, Any, Any]) -> Steps[None]:
-    """:func:`_drop_grant` of a schedule slot: ``got`` is ``(grant or None, slot, skip)``."""
-    return _drop_grant(model, key, holder, got[0])
-
-
-def _drop_grant(model: ModelCore, row: str, holder: str, grant: _ops.Grant | None) -> Steps[None]:
-    """Release a grant no caller received (its row and token); never raises: on an
-    error the row expires at the end of its ttl."""
-    if grant is None:
-        return
-    try:
-        yield from call(model, "release", _ops.release_lease, row, holder, grant.fence, 0, 0)
-    except Exception as exc:
-        log.warning("joblocks: releasing an unclaimed grant of %r failed: %s", row, exc)
+#: The one feature each path of a request (``LeaseOptions.path``) goes down to.
+_FEATURES: dict[str, Callable[..., Steps[Try]]] = {
+    "single": _single,
+    "session": _liveness.take,
+    "slots": _slots.take,
+    "places": _places.take,
+}
 
 
 def lease_refresh(
@@ -228,7 +206,7 @@ def lease_release(lease: LeaseState) -> Steps[bool]:
         # Nothing is known to be let go: a later release() sends it again (the same
         # holder and token check), so an outage does not block the key for the ttl.
         lease._release_failed()
-        _events.emit("error", lease.key, lease.holder, token=lease.token, error=exc)
+        yield Emit("error", lease.key, lease.holder, token=lease.token, error=exc)
         yield from _ledger.record_end(lease)
         raise
     finally:
@@ -238,7 +216,7 @@ def lease_release(lease: LeaseState) -> Steps[bool]:
         yield from _places.after_release(lease)
     held_ms = (time.monotonic() - lease._started) * 1000
     outcome = _ledger.outcome_of(lease)
-    _events.emit(
+    yield Emit(
         "released", lease.key, lease.holder, token=lease.token, held_ms=held_ms, outcome=outcome
     )
     yield from _ledger.record_end(lease)
@@ -278,7 +256,7 @@ def renew_once(lease: LeaseState) -> Steps[None]:
             keeper=True,
         )
     except Exception as exc:
-        _events.emit("error", lease.key, lease.holder, token=lease.token, error=exc)
+        yield Emit("error", lease.key, lease.holder, token=lease.token, error=exc)
         lease._renewal_failed(exc)
         lease._check_ran_out()
         lease._after_failed_renewal(time.monotonic())
@@ -289,7 +267,7 @@ def renew_once(lease: LeaseState) -> Steps[None]:
     lease._renewed(expires, sent, lease.ttl_ms)
     if lease._group is not None:
         yield from _places.cover_lease(lease, expires)
-    _events.emit("renewed", lease.key, lease.holder, token=lease.token)
+    yield Emit("renewed", lease.key, lease.holder, token=lease.token)
 
 
 # -- run_with_lock -------------------------------------------------------------------
@@ -311,12 +289,10 @@ def run_with_lock(
     attempt = 0
     while not _process.enter_guard(slot):
         attempt += 1
-        pause = _backoff.next_pause(attempt, started, opts.wait_ms)
-        if pause is None:
+        if not (yield Backoff(attempt, started, opts.wait_ms)):
             log.debug("joblocks: %r is already running in this process; skipped", key)
-            _events.emit("conflict", key, opts.holder)
+            yield Emit("conflict", key, opts.holder)
             return TAKEN
-        yield Sleep(pause)
     try:
         taken = yield from take(model, key, opts, started, times=False)
         lease = taken.lease
@@ -371,10 +347,10 @@ def release_quietly(lease: LeaseState) -> Steps[None]:
     except Exception:
         log.exception("joblocks: releasing %r failed; it expires on its own", lease.key)
         return
-    after_release(lease, released)
+    yield from after_release(lease, released)
 
 
-def after_release(lease: LeaseState, released: bool) -> None:
+def after_release(lease: LeaseState, released: bool) -> Steps[None]:
     """Warn when the work outlived its lease, or the lease was gone at release."""
     if lease.lost:
         return  # already reported when it was found lost
@@ -387,6 +363,6 @@ def after_release(lease: LeaseState, released: bool) -> None:
             held_ms,
             lease.ttl_ms,
         )
-        _events.emit("overrun", lease.key, lease.holder, token=lease.token, held_ms=held_ms)
+        yield Emit("overrun", lease.key, lease.holder, token=lease.token, held_ms=held_ms)
     elif not released:
         log.warning("joblocks: %r was no longer held by this worker at release", lease.key)

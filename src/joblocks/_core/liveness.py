@@ -50,10 +50,11 @@ from .._util.errors import translate
 from . import ops as _ops
 from .base import log
 from .session_locks import file_lock, server_lock, server_relock, server_unlock
-from .steps import Session, Sleep, Steps, call
+from .steps import Session, Sleep, Steps, Try, acquire_once, call
 
 if TYPE_CHECKING:
     from .base import ModelCore
+    from .options import LeaseOptions
     from .state import LeaseState
 
 #: Suffix of the registry table's name (beside the lock table, in its schema).
@@ -353,9 +354,13 @@ def granted(
 POLL_S = 0.025
 
 
-def poll(pause: float) -> float:
-    """The pause of a waiter before its next try, for ``liveness="session"``."""
-    return min(pause, POLL_S)
+def take(model: ModelCore, key: str, opts: LeaseOptions, live: Live) -> Steps[Try]:
+    """One try at a single lease of ``liveness="session"``: its session lock (without
+    waiting), the acquire (shielded), then :func:`granted`."""
+    holder = opts.holder
+    yield from live.hold()
+    got = yield from acquire_once(model, key, holder, opts.ttl_ms)
+    return Try((yield from granted(live, got.grant, holder, opts.ttl_ms)), key)
 
 
 def abandon(live: Live) -> Steps[None]:

@@ -31,6 +31,8 @@ Record = Union[bool, Literal["all"]]
 #: ``liveness=``: a holder is taken over after its ttl, or as soon as its session ends.
 Liveness = Literal["ttl", "session"]
 LIVENESS: tuple[str, ...] = ("ttl", "session")
+#: The feature an acquire goes down to (:attr:`LeaseOptions.path`).
+Path = Literal["single", "session", "slots", "places"]
 #: ``max_holders=`` is at most this.
 MAX_HOLDERS = 1000
 
@@ -253,6 +255,18 @@ class LeaseOptions:
         if self._holder is not None:
             return self._holder
         return worker_id()
+
+    @property
+    def path(self) -> Path:
+        """The one feature an acquire of these options goes down to (``_core.lifecycle``
+        hands each try to it): ``"places"`` (``max_holders``, with or without session
+        liveness), ``"slots"`` (``schedule=``), ``"session"`` (``liveness="session"``)
+        or ``"single"``."""
+        if self.max_holders is not None:
+            return "places"
+        if self.schedule is not None:
+            return "slots"
+        return "single" if self.liveness == "ttl" else "session"
 
     def lease_state(
         self, key: str, grant: _ops.Grant, sent_at: float, ttl_ms: int

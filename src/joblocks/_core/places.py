@@ -40,7 +40,7 @@ from .._util import validate as _validate
 from .._util.errors import LockHoldersMismatch
 from . import ops as _ops
 from .base import log
-from .steps import Steps, call
+from .steps import Shielded, Steps, Try, call, drop_try
 
 if TYPE_CHECKING:
     from .base import ModelCore
@@ -231,20 +231,26 @@ def holders(st: Statements, table: Table, key: str) -> Sent[list[JobLock]]:
 # -- the life-cycle steps (both faces drive them; see ``_core.lifecycle``) ---------------------
 
 
-def take(
-    model: ModelCore, key: str, holder: str, opts: LeaseOptions, live: Live | None = None
-) -> Steps[tuple[Any, str]]:
-    """One try at a place of ``key``: ``(grant or None, the place's row id)``;
-    with ``live`` (``liveness="session"``) each place has its own session lock."""
+def take(model: ModelCore, key: str, opts: LeaseOptions, live: Live | None = None) -> Steps[Try]:
+    """One try at a place of ``key``: the grant or None, and the place's row id. With
+    ``live`` (``liveness="session"``) each place has its own session lock; without, the
+    try is shielded as a single lease's (the place granted is let go)."""
     n = opts.max_holders
     assert n is not None  # noqa: S101 - only called for counted leases
+    holder = opts.holder
     check_key(key, n)
     if live is not None:
-        return (yield from take_live(model, key, holder, opts.ttl_ms, n, live))
-    got = yield from call(model, "acquire", acquire, model.table, key, holder, opts.ttl_ms, n)
-    if got is None:
-        return None, key
+        grant, row = yield from take_live(model, key, holder, opts.ttl_ms, n, live)
+        return Try(grant, row)
+    got: Try = yield Shielded(
+        _take(model, key, holder, opts.ttl_ms, n), functools.partial(drop_try, model, holder)
+    )
     return got
+
+
+def _take(model: ModelCore, key: str, holder: str, ttl_ms: int, n: int) -> Steps[Try]:
+    got = yield from call(model, "acquire", acquire, model.table, key, holder, ttl_ms, n)
+    return Try(None, key) if got is None else Try(*got)
 
 
 def read(

@@ -20,16 +20,19 @@ write; after a refusal, one more read tells "skipped" from "taken".
 
 from __future__ import annotations
 
+import functools
 import logging
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, NamedTuple
 
 from .._db.records import JobLock
-from .._util import events as _events
 from . import ops as _ops
+from .steps import Emit, Shielded, Steps, Try, call, drop_try
 
 if TYPE_CHECKING:
     from .._sql.statements import Sent, Statements
+    from .base import ModelCore
+    from .options import LeaseOptions
     from .schedule import Schedule
 
 log = logging.getLogger("joblocks")
@@ -107,7 +110,27 @@ def acquire(st: Statements, key: str, holder: str, ttl_ms: int, schedule: Schedu
     return InSlot(None, slot if skip is None else skip.slot, skip)
 
 
-def skipped(key: str, holder: str, skip: Skip) -> None:
-    """Report a skipped start: log (info), the ``skipped`` event."""
-    log.info("joblocks: %s", skip.reason(key))
-    _events.emit("skipped", key, holder, token=skip.row.fence)
+# -- the life-cycle step (both faces drive it; see ``_core.lifecycle``) -----------------
+
+
+def take(model: ModelCore, key: str, opts: LeaseOptions, live: None = None) -> Steps[Try]:
+    """One try at ``key`` in its slot (``opts.schedule``), shielded as a single lease's
+    (a slot granted to a cancelled caller is let go, so another replica may still run
+    it). A skip is reported here: logged (info), the ``skipped`` event."""
+    holder = opts.holder
+    got: Try = yield Shielded(
+        _take(model, key, holder, opts.ttl_ms, opts.schedule),
+        functools.partial(drop_try, model, holder),
+    )
+    skip: Skip | None = got.skip
+    if skip is not None:
+        log.info("joblocks: %s", skip.reason(key))
+        yield Emit("skipped", key, holder, token=skip.row.fence)
+    return got
+
+
+def _take(
+    model: ModelCore, key: str, holder: str, ttl_ms: int, schedule: Schedule | None
+) -> Steps[Try]:
+    got = yield from call(model, "acquire", acquire, key, holder, ttl_ms, schedule)
+    return Try(got.grant, key, got.slot, got.skip)

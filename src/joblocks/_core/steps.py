@@ -4,7 +4,9 @@ A life-cycle generator yields one of these and is sent its result back (or has
 its error thrown in at the ``yield``): :class:`Attempt` (one try of an operation, a
 generator of statements of ``_core.ops``, sent on a connection of the model),
 :class:`Connected` (one try of a function that needs the connection itself),
-:class:`Sleep`, :class:`FirstUse` (create the
+:class:`Sleep`, :class:`Backoff` (the pause before the next try of a wait, or none when
+the wait is over), :class:`Emit` (a lock event for the listeners: observers are I/O
+too), :class:`FirstUse` (create the
 table / open the database, once), :class:`Work` (the caller's work under a lease) and
 :class:`Shielded` (steps a cancelled caller still gets done). :func:`call` (and
 :func:`call_connected`) is every operation's first use, transient-error retry and error
@@ -13,12 +15,15 @@ translation, written once.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Generator
-from typing import TYPE_CHECKING, Any, Callable, TypeVar, Union
+from typing import TYPE_CHECKING, Any, Callable, NamedTuple, TypeVar, Union
 
 from sqlalchemy import exc as sa_exc
 
 from .._sql.statements import Sent
+from .._util import backoff as _backoff
+from .._util import events as _events
 from .._util.errors import raise_translated
 from . import ops as _ops
 from .base import TRANSIENT_ATTEMPTS, log, transient_pause
@@ -63,6 +68,43 @@ class Sleep:
 
     def __init__(self, seconds: float) -> None:
         self.seconds = seconds
+
+
+class Backoff:
+    """Sleep before try ``attempt + 1`` of a wait of ``wait_ms`` (None: no wait) begun
+    at ``started`` (monotonic seconds), at most ``most`` seconds (None: no cap): the
+    face sends back True, or False without sleeping when the wait is over."""
+
+    __slots__ = ("attempt", "most", "started", "wait_ms")
+
+    def __init__(
+        self, attempt: int, started: float, wait_ms: int | None, most: float | None = None
+    ) -> None:
+        self.attempt = attempt
+        self.started = started
+        self.wait_ms = wait_ms
+        self.most = most
+
+    def pause(self) -> float | None:
+        """Seconds to sleep now (capped backoff with jitter), or None: the wait is over."""
+        pause = _backoff.next_pause(self.attempt, self.started, self.wait_ms)
+        if pause is None or self.most is None:
+            return pause
+        return min(pause, self.most)
+
+
+class Emit:
+    """Deliver one lock event (``_util.events``) to this process's listeners."""
+
+    __slots__ = ("event",)
+
+    def __init__(self, kind: _events.EventKind, key: str, holder: str, **fields: Any) -> None:
+        self.event = (kind, key, holder, fields)
+
+    def deliver(self) -> None:
+        """Call the listeners (cheap when there are none); never raises."""
+        kind, key, holder, fields = self.event
+        _events.emit(kind, key, holder, **fields)
 
 
 class FirstUse:
@@ -144,7 +186,7 @@ class Connected:
         self.keeper = keeper
 
 
-Step = Union[Attempt, Connected, Sleep, FirstUse, Work, Shielded, Session]
+Step = Union[Attempt, Connected, Sleep, Backoff, Emit, FirstUse, Work, Shielded, Session]
 Steps = Generator[Step, Any, T]
 
 FIRST_USE = FirstUse()
@@ -202,3 +244,43 @@ def _tried(model: ModelCore, operation: str, step: Attempt | Connected) -> Steps
     except Exception as exc:
         raise_translated(operation, model.database, exc)
         raise
+
+
+# -- one try of an acquire, and the grant that reaches no caller ---------------------------
+
+
+class Try(NamedTuple):
+    """What one try of an acquire found (each feature's ``take``): the grant (None:
+    refused), the row it is for (a place's with ``max_holders``); with ``schedule=``
+    the slot, and ``skip`` when that slot was already run (``_core.slots.Skip``)."""
+
+    grant: _ops.Grant | None
+    row: str
+    slot: tuple[int, int] | None = None
+    skip: Any = None
+
+
+def acquire_once(model: ModelCore, key: str, holder: str, ttl_ms: int) -> Steps[Try]:
+    """One try of a single lease's acquire, shielded: a caller cancelled while the grant
+    is on its way still gets it released (asyncio), not left to nobody until its ttl."""
+    grant = yield Shielded(
+        call(model, "acquire", _ops.acquire, key, holder, ttl_ms),
+        functools.partial(drop_grant, model, key, holder),
+    )
+    return Try(grant, key)
+
+
+def drop_try(model: ModelCore, holder: str, got: Try) -> Steps[None]:
+    """:func:`drop_grant` of a try's grant (the ``undo`` of a shielded try)."""
+    return drop_grant(model, got.row, holder, got.grant)
+
+
+def drop_grant(model: ModelCore, row: str, holder: str, grant: _ops.Grant | None) -> Steps[None]:
+    """Release a grant no caller received (its row and token); never raises: on an
+    error the row expires at the end of its ttl."""
+    if grant is None:
+        return
+    try:
+        yield from call(model, "release", _ops.release_lease, row, holder, grant.fence, 0, 0)
+    except Exception as exc:
+        log.warning("joblocks: releasing an unclaimed grant of %r failed: %s", row, exc)

@@ -16,7 +16,7 @@ from sqlalchemy import Connection, Engine
 
 from .._core import steps as _steps
 from .._core.base import ModelCore
-from .._core.steps import Attempt, Connected, FirstUse, Session, Sleep, Steps, Work
+from .._core.steps import Attempt, Backoff, Connected, Emit, FirstUse, Session, Sleep, Steps, Work
 from .._db.connections import ConnectionCache
 from .._db.deadline import Bound
 from .._db.execute import run
@@ -76,8 +76,15 @@ class Driver(ModelCore):
                 cls = step.__class__
                 if cls is Attempt or cls is Connected:
                     result = self._attempt(step)  # type: ignore[arg-type]
+                elif isinstance(step, Emit):
+                    step.deliver()
                 elif isinstance(step, Sleep):
                     time.sleep(step.seconds)
+                elif isinstance(step, Backoff):
+                    pause = step.pause()
+                    if pause is not None:
+                        time.sleep(pause)
+                    result = pause is not None
                 elif isinstance(step, FirstUse):
                     self._create_table()
                 elif isinstance(step, Work):
