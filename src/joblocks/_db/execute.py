@@ -5,8 +5,6 @@ default isolation is stricter; and :func:`in_place` (the asyncio face on SQLite:
 key's operation sent on the event loop's thread, a statement that meets another writer
 sent again on aiosqlite's thread to wait). On psycopg's ``AsyncConnection`` a statement
 is awaited on the driver directly (:func:`_awaited`), past SQLAlchemy's adapter.
-:class:`Checkout` is a pooled connection checked out without a ``Connection`` (the
-asyncio face's one-key operations).
 """
 
 from __future__ import annotations
@@ -15,7 +13,7 @@ import contextlib
 from collections.abc import Mapping
 from typing import Any, Callable, TypeVar
 
-from sqlalchemy import Connection, Engine
+from sqlalchemy import Connection
 from sqlalchemy import exc as sa_exc
 
 from .._sql.connect import ISOLATION_INFO, ReadCommitted, read_committed_wrapper
@@ -23,7 +21,6 @@ from .._sql.statements import Prepared, Result, Sent, Statements
 from .._util.sqla import (
     awaited,
     awaits_psycopg,
-    checkout,
     dbapi_error,
     driver_connection,
     hands_off_per_statement,
@@ -38,7 +35,7 @@ T = TypeVar("T")
 _Result = Result
 
 
-def run(conn: Connection | Checkout, sent: Sent[T]) -> T:
+def run(conn: Connection, sent: Sent[T]) -> T:
     """Send the statements of the operation ``sent`` (a generator of ``_core.ops``) on
     ``conn``, one after the other, each with :func:`execute`: its result is sent back
     in, its error thrown in at the ``yield``; the operation's return value.
@@ -59,38 +56,7 @@ def run(conn: Connection | Checkout, sent: Sent[T]) -> T:
         return done.value  # type: ignore[no-any-return]
 
 
-class Checkout:
-    """A connection of ``engine``'s pool checked out directly (:func:`_sqla.checkout`),
-    standing in for a ``Connection`` where only :func:`execute` and :func:`in_place`
-    use it (the operations of ``_ops.IN_PLACE``): what they use of a ``Connection``
-    (``connection``, ``dialect``, ``engine``, ``invalidate``, ``invalidated``), without
-    its construction, events and close per call. For engines in autocommit mode by
-    their dialect (those joblocks makes): a ``Connection`` of an engine whose
-    ``execution_options`` set the isolation sets it at each check-out, this does not.
-    ``close()`` returns the connection to the pool (unless invalidated: then it was).
-    """
-
-    __slots__ = ("connection", "dialect", "engine", "invalidated")
-
-    def __init__(self, engine: Engine) -> None:
-        self.engine = engine
-        self.dialect = engine.dialect
-        self.connection: Any = checkout(engine)
-        self.invalidated = False
-
-    def invalidate(self, exception: BaseException | None = None) -> None:
-        """Never use the driver connection again (the pool replaces it); checks it in."""
-        if not self.invalidated:
-            self.invalidated = True
-            self.connection.invalidate(exception)
-
-    def close(self) -> None:
-        """Return the connection to the pool (a no-op once invalidated)."""
-        if not self.invalidated:
-            self.connection.close()
-
-
-def execute(conn: Connection | Checkout, stmt: Prepared, values: Mapping[str, Any]) -> _Result:
+def execute(conn: Connection, stmt: Prepared, values: Mapping[str, Any]) -> _Result:
     """Send one prepared statement on the connection's driver connection.
 
     The thinnest path SQLAlchemy allows: no compilation, no result wrapping, no
@@ -129,9 +95,7 @@ def execute(conn: Connection | Checkout, stmt: Prepared, values: Mapping[str, An
                 pass
 
 
-def _planned(
-    conn: Connection | Checkout, fairy: Any, stmt: Prepared, values: Mapping[str, Any]
-) -> _Result:
+def _planned(conn: Connection, fairy: Any, stmt: Prepared, values: Mapping[str, Any]) -> _Result:
     """:func:`execute` on a connection not known to need nothing around its statements
     (its first statement, a read committed wrapper, awaited on psycopg, in place on
     aiosqlite); decides, on the first statement, whether it is :data:`_DIRECT`."""
@@ -173,7 +137,7 @@ def _planned(
 
 
 def _failure(
-    conn: Connection | Checkout,
+    conn: Connection,
     dbapi_connection: Any,
     cursor: Any,
     sql: str,
@@ -266,9 +230,7 @@ _PGRES_TUPLES_OK = 2
 _BUSY_INFO = "joblocks_busy_timeout_ms"
 
 
-def in_place(
-    conn: Connection | Checkout, st: Statements, fn: Callable[..., Sent[T]], args: Any
-) -> T:
+def in_place(conn: Connection, st: Statements, fn: Callable[..., Sent[T]], args: Any) -> T:
     """The operation ``fn(st, *args)`` (one of ``_ops.IN_PLACE``) on the asyncio face over
     aiosqlite, from a ``greenlet_spawn``: each statement is sent on the ``sqlite3``
     connection behind aiosqlite right here, on the event loop's thread, without

@@ -34,7 +34,7 @@ from __future__ import annotations
 from collections.abc import Awaitable
 from typing import Any, Callable, TypeVar
 
-from sqlalchemy import Connection, Dialect, Engine
+from sqlalchemy import Dialect
 from sqlalchemy.sql.sqltypes import _Binary
 from sqlalchemy.util import await_only
 from sqlalchemy.util import greenlet_spawn as _greenlet_spawn
@@ -52,21 +52,9 @@ BinaryType: type[Any] = _Binary
 def invalidate_pool(conn: Any, exc: BaseException) -> None:
     """Mark every connection ``conn``'s pool made so far as stale, as SQLAlchemy does
     when a statement fails with a disconnect error (``conn`` itself stays checked out;
-    invalidate it too). ``conn``: a ``Connection`` or an ``_execute.Checkout``."""
+    invalidate it too). ``conn``: a ``Connection``."""
     pool: Any = conn.engine.pool
     pool._invalidate(conn.connection, exc, _checkin=False)
-
-
-def checkout(engine: Engine) -> Any:
-    """A connection of ``engine``'s pool checked out directly (``Pool.connect()``: the
-    pool's connection proxy, returned with its ``close()``), without a ``Connection``
-    around it. A driver error while connecting comes out as ``Engine.connect()`` raises
-    it: a ``DBAPIError``, every pooled connection invalidated on a disconnect."""
-    try:
-        return engine.pool.connect()
-    except dbapi_error(engine.dialect) as exc:
-        Connection._handle_dbapi_exception_noconnection(exc, engine.dialect, engine)
-        raise  # not reached: the call above raises
 
 
 def awaits_psycopg(dialect: Dialect) -> bool:

@@ -190,21 +190,3 @@ def test_no_other_module_reaches_into_sqlalchemy_privates() -> None:
             if private.search(line) and "_sqla" not in line:
                 offenders.append(f"{path.relative_to(ROOT)}:{number}: {line.strip()}")
     assert not offenders, "\n".join(offenders)
-
-
-def test_checkout_wraps_a_connect_error_as_engine_connect_does(tmp_path: Path) -> None:
-    from sqlalchemy import exc as sa_exc
-
-    assert hasattr(sqlalchemy.Connection, "_handle_dbapi_exception_noconnection")
-    engine = create_engine(f"sqlite:///{tmp_path / 'missing' / 'seam.db'}")
-    try:
-        with pytest.raises(sa_exc.OperationalError):
-            _sqla.checkout(engine)
-        fine = create_engine(f"sqlite:///{tmp_path / 'seam.db'}")
-        proxy = _sqla.checkout(fine)
-        assert proxy.dbapi_connection is not None
-        proxy.close()
-        assert fine.pool.checkedout() == 0
-        fine.dispose()
-    finally:
-        engine.dispose()
