@@ -24,9 +24,6 @@ checks that the installed SQLAlchemy has each of them and is in the range
   names the drivers that have them.
 - :data:`BinaryType`: ``sqlalchemy.sql.sqltypes._Binary``, the base class of reflected
   binary column types.
-- :func:`checkout`: ``Connection._handle_dbapi_exception_noconnection``, how
-  ``Engine.connect()`` wraps a driver error of the pool's check-out (a ``DBAPIError``;
-  on a disconnect the pool's connections are invalidated).
 """
 
 from __future__ import annotations
