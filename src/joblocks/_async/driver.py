@@ -1,9 +1,11 @@
-"""The asyncio face's driver: a model's connections, and ``_drive``, which awaits each
-step of a life-cycle generator (``_core.lifecycle``, ``_core.steps``): an ``_core.ops`` function run
-in
-one SQLAlchemy greenlet (check-out, statements and check-in in one switch; on SQLite
-the operations of one key run in place on the loop's thread, see docs/design.md),
-``asyncio.sleep``, the caller's work. ``aio.JobLockModel`` (``_async.model``) is a driver."""
+"""The asyncio face's driver: ``_drive`` awaits each step of a life-cycle generator
+(``_core.lifecycle``, ``_core.steps``). An ``Attempt``'s statements are awaited on the
+model's own driver connections on an engine joblocks made on a server (``_async.raw``,
+``_async.pool``: no greenlet), on ``sqlite3`` on the loop's thread for a SQLite file
+(``_async.sqlite``), and otherwise (a caller's ``AsyncEngine``, a ``Connected`` or
+``Session`` step, the first use) in one SQLAlchemy greenlet; ``asyncio.sleep``; the
+caller's work. The kept connection of keep-alive renewals is ``_async.keeper``.
+``aio.JobLockModel`` (``_async.model``) is a driver."""
 
 from __future__ import annotations
 
@@ -15,21 +17,21 @@ from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
 from .._core import ops as _ops
 from .._core import steps as _steps
-from .._core.base import ModelCore
 from .._core.steps import Attempt, Backoff, Connected, Emit, FirstUse, Session, Sleep, Steps, Work
 from .._db.deadline import Bound
 from .._db.execute import in_place, run
 from .._sql.statements import Sent
 from .._util.errors import NoReply, translate
 from .._util.sqla import greenlet_spawn, hands_off_per_statement
-from .keepalive import task_renewer
-from .raw import Link, Raw, RawPool, bounded_at, forget
+from .keeper import Keeper
+from .pool import RawPool, forget
+from .raw import Link, Raw, bounded_at
 from .raw import usable as raw_usable
 from .sqlite import RERUN_SAFE, WAIT, LoopSQLite
 from .sqlite import usable as loop_usable
 
 if TYPE_CHECKING:
-    from sqlalchemy.ext.asyncio import AsyncConnection
+    pass
 
 
 T = TypeVar("T")
@@ -66,7 +68,7 @@ async def _finished(task: asyncio.Future[Any]) -> None:
         task.exception()  # retrieved: the caller decides what it means
 
 
-class Driver(ModelCore):
+class Driver(Keeper):
     """How the asyncio face does a step: the part of ``aio.JobLockModel`` below its
     methods."""
 
@@ -306,102 +308,6 @@ class Driver(ModelCore):
             raise NoReply((at - started) * 1000)
         return result
 
-    # -- the keep-alive connection -------------------------------------------------
-
-    def _keeper_guard(self) -> asyncio.Lock:
-        """The lock of the kept connection, for the running loop (a kept connection
-        belongs to the loop it was taken on)."""
-        loop = asyncio.get_running_loop()
-        if self._keeper_loop is None or self._keeper_loop() is not loop:
-            self._keeper_loop = weakref.ref(loop)
-            self._keeper_lock = asyncio.Lock()
-            kept, self._keeper = self._keeper, None
-            if isinstance(kept, Raw):
-                forget(kept)  # of a loop gone by: its pool is closed too
-        assert self._keeper_lock is not None  # noqa: S101 - set with the loop
-        return self._keeper_lock
-
-    def _keep_connection(self) -> None:
-        """A keep-alive lease was granted: take the connection its renewals run on
-        now, while the one that granted it is idle in the pool (best effort: without
-        it, the first renewal takes one)."""
-        if self._loop_sqlite is not None or self._keeper_task is not None:
-            return
-        task = asyncio.get_running_loop().create_task(self._take_keeper_now())
-        self._keeper_task = task
-
-        def done(_task: asyncio.Task[None]) -> None:
-            if self._keeper_task is task:
-                self._keeper_task = None
-            if not _task.cancelled():
-                _task.exception()
-
-        task.add_done_callback(done)
-
-    async def _take_keeper_now(self) -> None:
-        if self._link is not None:
-            await self._take_raw_keeper_now()
-            return
-        async with self._keeper_guard():
-            if self._keeper is not None and not self._keeper.invalidated:
-                return
-            with contextlib.suppress(Exception):
-                self._keeper = await self._open_keeper(None)
-            if self._keeper is not None and not task_renewer().keeps(self):
-                # The lease ended meanwhile and its renewer let go of the model.
-                conn, self._keeper = self._keeper, None
-                await asyncio.shield(_close_kept(conn))
-
-    async def _open_keeper(self, until: float | None) -> AsyncConnection:
-        """A connection of the engine, waited for no longer than ``timeout`` nor past
-        ``until`` (monotonic seconds)."""
-        left = self.timeout_ms / 1000
-        if until is not None:
-            left = max(0.001, min(left, until - time.monotonic()))
-        conn: AsyncConnection = self.engine.connect()
-        try:
-            await asyncio.wait_for(conn.start(), left)
-        except BaseException:
-            await asyncio.shield(_close_kept(conn))
-            raise
-        return conn
-
-    async def _on_keeper(self, step: Attempt | Connected) -> Any:
-        """``step`` (a keep-alive renewal) on the connection the model keeps for the
-        renewals of its keep-alive leases: the process's other calls never take it. An
-        abandoned connection is discarded; the next renewal takes a fresh one."""
-        async with self._keeper_guard():
-            conn = self._keeper
-            if conn is None or conn.invalidated or conn.closed:
-                self._keeper = None
-                if conn is not None:
-                    await asyncio.shield(_close_kept(conn))
-                conn = self._keeper = await self._open_keeper(step.until)
-            work = greenlet_spawn(self._send, conn.sync_connection, step, False)
-            timeout = self._io_timeout
-            try:
-                return await (asyncio.wait_for(work, timeout) if timeout else work)
-            except BaseException as exc:
-                if isinstance(exc, asyncio.CancelledError) or conn.invalidated or conn.closed:
-                    # Cut off mid-call or abandoned: never used again.
-                    if self._keeper is conn:
-                        self._keeper = None
-                    await asyncio.shield(_close_kept(conn, discard=True))
-                raise
-
-    async def _let_keeper_go(self) -> None:
-        """The model has no keep-alive lease left (or is disposed, or its loop ends):
-        its kept connection goes back to the pool."""
-        loop = self._keeper_loop() if self._keeper_loop is not None else None
-        if self._keeper is None or loop is not asyncio.get_running_loop():
-            return
-        async with self._keeper_guard():
-            conn, self._keeper = self._keeper, None
-            if isinstance(conn, Raw):
-                self._here().put(conn)
-            elif conn is not None:
-                await asyncio.shield(_close_kept(conn))
-
     # -- the asyncio driver's own connections (an engine joblocks made, a server) ------
 
     def _here(self) -> RawPool:
@@ -482,52 +388,6 @@ class Driver(ModelCore):
             raise NoReply((at - started) * 1000)
         return result
 
-    async def _on_raw_keeper(self, step: Attempt) -> Any:
-        """``step`` (a keep-alive renewal, a keep-alive grant) on the connection the
-        model keeps for its keep-alive leases, never taken by its other calls; one that
-        was lost or cut off is closed, the next renewal takes another."""
-        async with self._keeper_guard():
-            pool = self._here()
-            raw = self._keeper
-            if raw is None or raw.lost:
-                self._keeper = None
-                if raw is not None:
-                    pool.put(raw)
-                raw = self._keeper = await self._raw_keeper(pool, step.until)
-            try:
-                if self._cut_late:
-                    return await bounded_at(self._sent(pool.link, raw, step), self._late_s)
-                return await self._sent(pool.link, raw, step)
-            finally:
-                if raw.lost:
-                    if self._keeper is raw:
-                        self._keeper = None
-                    pool.put(raw)
-
-    async def _raw_keeper(self, pool: RawPool, until: float | None) -> Raw:
-        """A connection of ``pool``, waited for no longer than ``timeout`` nor past
-        ``until`` (monotonic seconds)."""
-        left = pool.link.timeout_s
-        if until is not None:
-            left = max(0.001, min(left, until - time.monotonic()))
-        return await bounded_at(pool.take(), left)
-
-    async def _take_raw_keeper_now(self) -> None:
-        async with self._keeper_guard():
-            kept = self._keeper
-            if kept is not None and not kept.lost:
-                return
-            pool = self._here()
-            if kept is not None:
-                self._keeper = None
-                pool.put(kept)
-            with contextlib.suppress(Exception):
-                self._keeper = await self._raw_keeper(pool, None)
-            if self._keeper is not None and not task_renewer().keeps(self):
-                # The lease ended meanwhile and its renewer let go of the model.
-                raw, self._keeper = self._keeper, None
-                pool.put(raw)
-
     @property
     def _io_timeout(self) -> float | None:
         # Each call on a server is abandoned at ``timeout`` by the watchdog
@@ -547,12 +407,3 @@ class Driver(ModelCore):
             self._loop_sqlite.close()
         if self.owns_engine:
             await self.engine.dispose()
-
-
-async def _close_kept(conn: AsyncConnection, *, discard: bool = False) -> None:
-    """Give ``conn`` back to its pool (``discard``: invalidated first, never reused)."""
-    if discard:
-        with contextlib.suppress(Exception):
-            await conn.invalidate()
-    with contextlib.suppress(Exception):
-        await conn.close()
