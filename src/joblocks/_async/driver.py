@@ -72,6 +72,9 @@ class Driver(Keeper):
     """How the asyncio face does a step: the part of ``aio.JobLockModel`` below its
     methods."""
 
+    #: The lock of the first use on a loop (see ``_open``).
+    _first_use_lock: tuple[weakref.ref[asyncio.AbstractEventLoop], asyncio.Lock] | None = None
+
     async def _call(self, operation: str, fn: Callable[..., Sent[T]], *args: Any) -> T:
         return await self._drive(_steps.call(self, operation, fn, *args))
 
@@ -205,9 +208,18 @@ class Driver(Keeper):
         return result
 
     async def _open(self) -> None:
-        with translate(self._first_use_name, self.database):
-            await self._run_first_use(self._create)
-        self.table_ready = True
+        # One first use at a time on a loop: the calls that start together wait for the
+        # first one, instead of each opening a connection of the engine of its own.
+        loop = asyncio.get_running_loop()
+        guard = self._first_use_lock
+        if guard is None or guard[0]() is not loop:
+            guard = self._first_use_lock = (weakref.ref(loop), asyncio.Lock())
+        async with guard[1]:
+            if self.table_ready:
+                return
+            with translate(self._first_use_name, self.database):
+                await self._run_first_use(self._create)
+            self.table_ready = True
 
     async def _run_first_use(self, create: bool) -> None:
         loop_sqlite = self._loop_sqlite
@@ -239,6 +251,9 @@ class Driver(Keeper):
         # (A ``_raw.Raw`` on the asyncio driver's own connections.)
         self._keeper: Any = None
         self._keeper_lock: asyncio.Lock | None = None
+        self._first_use_lock: tuple[weakref.ref[asyncio.AbstractEventLoop], asyncio.Lock] | None = (
+            None
+        )
         self._keeper_loop: weakref.ref[asyncio.AbstractEventLoop] | None = None
         self._keeper_task: asyncio.Task[None] | None = None
         # An engine joblocks made on a server: the operations' statements are awaited

@@ -23,6 +23,7 @@ import functools
 import importlib
 import sys
 import time
+import weakref
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
@@ -80,6 +81,7 @@ class Raw:
     """One connection of the asyncio driver and what joblocks knows of it."""
 
     __slots__ = (
+        "__weakref__",
         "born",
         "born_in",
         "cursor",
@@ -108,6 +110,11 @@ class Raw:
         #: Lost to a disconnect error: the server may have gone away, so every
         #: connection of the pool made before now is suspect too.
         self.gone = False
+        # A connection dropped without being closed (its model never disposed, its
+        # loop closed without ``shutdown_asyncgens``) ends its session when it is
+        # collected, as a pooled connection of SQLAlchemy's does, instead of leaving
+        # it to the driver's own ``__del__`` (a ``ResourceWarning``).
+        weakref.finalize(self, _collected, driver, _generation)
 
 
 def usable(engine: AsyncEngine) -> bool:
@@ -315,8 +322,11 @@ def close_now(raw: Raw) -> None:
     closed): libpq's ``PQfinish`` on psycopg; aiomysql's transport closed, or when its
     loop is gone its socket shut down (the server ends the session; the socket itself
     is closed with its transport)."""
-    driver = raw.driver
     raw.lost = True
+    _end(raw.driver)
+
+
+def _end(driver: Any) -> None:
     try:
         if hasattr(driver, "pgconn"):
             driver.pgconn.finish()
@@ -326,4 +336,26 @@ def close_now(raw: Raw) -> None:
         # aiomysql's loop is closed: the server ends the session when the socket is
         # shut down; the socket is closed with its transport.
         abandon(driver)
-        driver._writer = driver._reader = None
+        _drop_transport(driver)
+
+
+def _drop_transport(driver: Any) -> None:
+    """aiomysql's connection whose event loop is closed: its transport can no longer be
+    closed by the loop, so its socket is closed here (asyncio would warn of an unclosed
+    transport when it is collected)."""
+    writer, driver._writer, driver._reader = driver._writer, None, None
+    transport: Any = getattr(writer, "transport", None)
+    sock = getattr(transport, "_sock", None)
+    if sock is not None:
+        with contextlib.suppress(Exception):
+            sock.close()
+        transport._sock = None
+
+
+def _collected(driver: Any, born_in: int) -> None:
+    """A :class:`Raw` was collected: end its session unless it is closed already or a
+    parent's (in a forked child, never closed)."""
+    if born_in != _generation or getattr(driver, "closed", False):
+        return
+    with contextlib.suppress(Exception):
+        _end(driver)

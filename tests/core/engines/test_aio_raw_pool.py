@@ -280,3 +280,44 @@ def test_no_more_connections_than_the_engines_pool_allows(db_url: str, table_nam
     assert most == 15
     assert on_server == 15
     assert taken == [True] * 20
+
+
+@SERVERS
+def test_a_model_dropped_without_dispose_ends_its_sessions_quietly(
+    db_url: str, table_name: str
+) -> None:
+    """A model never disposed, on a loop closed without ``shutdown_asyncgens`` (as a
+    hand-made loop often is): its connections end their sessions when collected,
+    without the driver's ``ResourceWarning`` of a connection deleted while open."""
+    import gc
+    import warnings
+
+    loop = asyncio.new_event_loop()
+    model: Any = joblocks.aio.JobLockModel(db_url, table_name=table_name)
+
+    async def use(model: Any) -> set[int]:
+        gate = asyncio.Event()
+
+        async def held_open(i: int) -> None:
+            assert await model.acquire(f"d{i}", TTL, "h") is True
+            await gate.wait()
+            assert await model.release(f"d{i}", "h") is True
+
+        tasks = [asyncio.ensure_future(held_open(i)) for i in range(3)]
+        await asyncio.sleep(0)
+        gate.set()
+        await asyncio.gather(*tasks)
+        return _own_sessions(model)
+
+    sessions = loop.run_until_complete(use(model))
+    assert sessions
+    loop.close()  # no shutdown_asyncgens(): the pool is not closed with the loop
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        del model
+        for _ in range(3):
+            gc.collect()
+    leaked = [w for w in caught if issubclass(w.category, ResourceWarning)]
+    assert leaked == [], [str(w.message) for w in leaked]
+    left = asyncio.run(_gone(db_url, sessions))
+    assert left == set(), f"sessions {left} of {sessions} outlived the collected model"
