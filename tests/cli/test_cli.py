@@ -74,6 +74,24 @@ def catches(proc: subprocess.Popen[str], signum: int, timeout: float = 15) -> No
     pytest.fail(f"no handler for signal {signum} within {timeout} s")
 
 
+def default_signals() -> None:
+    """``preexec_fn`` of a joblocks process a test sends signals to: the signals this
+    test run inherited as ignored (``nohup`` ignores SIGHUP, a non-interactive shell's
+    background job SIGINT and SIGQUIT) get their default action back, as in a shell
+    or a scheduler's process, since joblocks leaves an inherited ignored signal
+    ignored."""
+    for sig in _INHERITED_IGNORED:
+        signal.signal(sig, signal.SIG_DFL)
+
+
+_INHERITED_IGNORED = [
+    sig
+    for sig in signal.valid_signals()
+    if sig not in (signal.SIGKILL, signal.SIGSTOP, signal.SIGPIPE)
+    and signal.getsignal(sig) == signal.SIG_IGN
+]
+
+
 def base_env(tmp_path: Path) -> dict[str, str]:
     env = dict(os.environ)
     env.pop("JOBLOCKS_URL", None)
@@ -112,6 +130,7 @@ class Cli:
             stderr=subprocess.PIPE,
             text=True,
             env=self.env,
+            preexec_fn=default_signals,
         )
         self.procs.append(proc)
         return proc

@@ -15,12 +15,12 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
-from .test_cli import TIMEOUT, Cli, base_env, catches, finish, wait_for
+from .test_cli import TIMEOUT, Cli, base_env, catches, default_signals, finish, wait_for
 
 # Caught and passed on (Linux names; those missing elsewhere are left out).
 NAMES = (
@@ -51,7 +51,14 @@ sys.exit(int(code))
 class Run:
     """``joblocks run KEY -- python CHILD`` and the files of its command."""
 
-    def __init__(self, cli: Cli, name: str, *options: str, code: int = 7) -> None:
+    def __init__(
+        self,
+        cli: Cli,
+        name: str,
+        *options: str,
+        code: int = 7,
+        preexec: Callable[[], None] = default_signals,
+    ) -> None:
         self.cli = cli
         tmp = cli.tmp
         self.ready, self.go, self.got = (tmp / f"{name}.{s}" for s in ("ready", "go", "got"))
@@ -68,6 +75,7 @@ class Run:
             stderr=subprocess.PIPE,
             text=True,
             env=cli.env,
+            preexec_fn=preexec,
         )
         cli.procs.append(self.proc)
         self.pid: int | None = None
@@ -183,6 +191,7 @@ def test_sigkill_of_joblocks_stops_a_command_that_ignores_sigterm(tmp_path: Path
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         env=base_env(tmp_path),
+        preexec_fn=default_signals,
     )  # fmt: skip
     try:
         wait_for(ready)
@@ -196,3 +205,30 @@ def test_sigkill_of_joblocks_stops_a_command_that_ignores_sigterm(tmp_path: Path
             proc.wait()
         if ready.exists() and not gone(int(ready.read_text())):
             os.kill(int(ready.read_text()), signal.SIGKILL)
+
+
+def test_a_signal_ignored_when_joblocks_starts_stays_ignored(lite: Cli) -> None:
+    """``nohup joblocks run ...``: SIGHUP, ignored when joblocks starts, is left ignored
+    (not caught, not passed on); the signals with their default action are caught."""
+
+    def ignore_sighup() -> None:
+        default_signals()
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
+
+    run = Run(lite, "nohup", preexec=ignore_sighup)
+    run.started()
+    catches(run.proc, signal.SIGTERM)
+    status = Path(f"/proc/{run.proc.pid}/status").read_text()
+    masks = {
+        line.split(":")[0]: int(line.split()[1], 16)
+        for line in status.splitlines()
+        if line.startswith(("SigCgt:", "SigIgn:"))
+    }
+    bit = 1 << (signal.SIGHUP - 1)
+    assert masks["SigIgn"] & bit, "SIGHUP is no longer ignored"
+    assert not masks["SigCgt"] & bit, "SIGHUP is caught although it was ignored"
+    run.proc.send_signal(signal.SIGHUP)
+    run.go.touch()
+    code, _, err = finish(run.proc)
+    assert code == 7, err  # the command's own status: nothing interrupted it
+    assert not run.got.exists() or not run.got.read_text().strip()
