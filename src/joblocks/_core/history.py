@@ -12,7 +12,8 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Connection, Table, delete, func, or_, select
+from sqlalchemy import Connection, Table, func, or_, select
+from sqlalchemy import delete as sa_delete
 
 from .._db.records import from_ms
 from .._sql.clock import db_now_ms
@@ -181,7 +182,7 @@ def _prune_batch(
     ]
     if not ids:
         return 0
-    conn.execute(delete(t).where(t.c.id.in_(ids)))
+    conn.execute(sa_delete(t).where(t.c.id.in_(ids)))
     return len(ids)
 
 
