@@ -32,9 +32,9 @@ from typing import Any
 from sqlalchemy import Connection, Engine
 from sqlalchemy import exc as sa_exc
 
+from .._sql.connect import IDLE_PING_AFTER_S
 from .._util import process as _process
 from .._util.sqla import overflow
-from .engines import IDLE_PING_AFTER_S
 
 #: Idle connections a cache keeps however long they stay unused.
 MAX_IDLE = 1
