@@ -16,10 +16,10 @@ from typing import TYPE_CHECKING, Any
 from ._version import __version__
 
 if TYPE_CHECKING:
-    from ._core.history import Run
     from ._core.options import LeaseKwargs, RunOptions
+    from ._core.plain import Run
     from ._core.schedule import Schedule
-    from ._db.records import JobLock
+    from ._db.connections import JobLock
     from ._decorator import single_instance
     from ._sql.schema import (
         JOB_LOCKS_TABLE_NAME,
@@ -32,9 +32,9 @@ if TYPE_CHECKING:
         runs_metadata,
     )
     from ._sql.statements import ACQUIRE_PATHS, AcquirePath
-    from ._sync.config import configure as configure
     from ._sync.lease import Lease
     from ._sync.model import JobLockModel
+    from ._sync.run import configure as configure
     from ._sync.run import lease, run_with_lock
     from ._util.errors import (
         LeaseLost,
@@ -52,8 +52,7 @@ if TYPE_CHECKING:
         LockTableMissing,
         LockTimeoutError,
     )
-    from ._util.events import Event, EventKind, add_listener, remove_listener
-    from ._util.process import worker_id
+    from ._util.process import Event, EventKind, add_listener, remove_listener, worker_id
     from ._util.validate import MAX_HOLDER_BYTES, MAX_KEY_BYTES, Duration
 
     #: This process's holder id (a UUID string). Read as ``joblocks.WORKER_ID`` to see
@@ -113,7 +112,7 @@ __all__ = [
 #: SQLAlchemy); the first use of a name imports its module (PEP 562), so that
 #: ``python -m joblocks --help`` and the CLI's argument parsing stay cheap.
 _LAZY = {
-    "configure": "._sync.config",
+    "configure": "._sync.run",
     "single_instance": "._decorator",
     **dict.fromkeys(
         (
@@ -134,14 +133,14 @@ _LAZY = {
         ),
         "._util.errors",
     ),
-    **dict.fromkeys(("Event", "EventKind", "add_listener", "remove_listener"), "._util.events"),
+    **dict.fromkeys(("Event", "EventKind", "add_listener", "remove_listener"), "._util.process"),
     "worker_id": "._util.process",
     "Lease": "._sync.lease",
-    "Run": "._core.history",
+    "Run": "._core.plain",
     "JobLockModel": "._sync.model",
     "LeaseKwargs": "._core.options",
     "RunOptions": "._core.options",
-    "JobLock": "._db.records",
+    "JobLock": "._db.connections",
     "lease": "._sync.run",
     "run_with_lock": "._sync.run",
     "Schedule": "._core.schedule",
@@ -166,9 +165,9 @@ _LAZY = {
 
 def get_model(name: str | None = None) -> JobLockModel:
     """The model of the default database (see :func:`configure`), or of instance ``name``."""
-    from ._sync import config as _config
+    from ._sync import run as _run
 
-    model: JobLockModel = _config.get_model(name)
+    model: JobLockModel = _run.get_model(name)
     return model
 
 

@@ -9,14 +9,13 @@ the very function the sync face runs (``_core.lifecycle`` and ``_core.ops``), dr
 
 from __future__ import annotations
 
-from ._async.config import _registry as _registry
-from ._async.config import configure, get_model
 from ._async.lease import Lease
 from ._async.model import JobLockModel
-from ._async.run import lease, run_with_lock
-from ._core.history import Run
+from ._async.run import _registry as _registry
+from ._async.run import configure, get_model, lease, run_with_lock
+from ._core.plain import Run
 from ._db import engines as _engines
-from ._db.records import JobLock
+from ._db.connections import JobLock
 from ._util.errors import (
     LeaseLost,
     LockBackendError,

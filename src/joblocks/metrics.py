@@ -36,7 +36,7 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Callable, get_args
 
-from ._util.events import Event, EventKind, add_listener, remove_listener
+from ._util.process import Event, EventKind, add_listener, remove_listener
 from ._version import __version__
 
 if TYPE_CHECKING:

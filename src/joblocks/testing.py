@@ -28,8 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from ._core.registry import Registry, check_options
-from ._db.records import JobLock
-from ._sync import config as _config
+from ._db.connections import JobLock
+from ._sync import run as _run
 from ._sync.model import JobLockModel
 
 __all__ = ["assert_locked", "assert_not_locked", "temporary_model"]
@@ -64,7 +64,7 @@ def temporary_model(
 @contextlib.contextmanager
 def _as_default(model: JobLockModel, options: dict[str, Any]) -> Iterator[None]:
     """Make ``model`` the default of both faces; put the previous state back after."""
-    sync_registry = _config.sync_registry
+    sync_registry = _run.sync_registry
     saved_sync = _swap(sync_registry, {None: model.engine.url}, options, {None: model})
     aio_before = _aio_registry()
     saved_aio = _swap(aio_before, None, {}, {}) if aio_before is not None else None
@@ -112,7 +112,7 @@ def assert_locked(
     ``model`` defaults to ``joblocks.get_model()`` (the ``joblocks_model`` fixture's
     model during a test that uses it). Raises ``AssertionError`` saying what was found.
     """
-    row = (model if model is not None else _config.get_model()).peek(key)
+    row = (model if model is not None else _run.get_model()).peek(key)
     if row is None:
         raise AssertionError(f"lock {key!r} is not held: no row")
     if row.expired:
@@ -131,7 +131,7 @@ def assert_not_locked(key: str, model: JobLockModel | None = None) -> None:
     ``model`` defaults to ``joblocks.get_model()``. Raises ``AssertionError`` naming
     the holder and the time left when the lock is held.
     """
-    row = (model if model is not None else _config.get_model()).peek(key)
+    row = (model if model is not None else _run.get_model()).peek(key)
     if row is not None and not row.expired:
         raise AssertionError(
             f"lock {key!r} is held by {row.holder!r} for another "

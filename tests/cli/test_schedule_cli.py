@@ -4,7 +4,7 @@ run in the test's process, ``tests/support/cli.py``)."""
 from __future__ import annotations
 
 from joblocks._core.schedule import Schedule
-from joblocks._db.records import from_ms
+from joblocks._db.connections import from_ms
 from tests.cli.test_cli import Cli, cli, lite, one_line  # noqa: F401 - fixtures
 
 YEARLY = "0 0 1 1 *"

@@ -45,7 +45,6 @@ NOT_ON_RUN_PATH = (
     "joblocks.cli._hints",
     "joblocks._decorator",
     "joblocks._sync.run",
-    "joblocks._sync.config",
     "joblocks.cli._html",
     "joblocks.cli._overdue",
     "joblocks.aio",
@@ -54,7 +53,6 @@ NOT_ON_RUN_PATH = (
     "joblocks._async.keepalive",
     "joblocks._async.driver",
     "joblocks._async.run",
-    "joblocks._async.config",
     "joblocks.metrics",
     "joblocks.contrib",
     "joblocks.testing",
@@ -134,7 +132,7 @@ def test_public_names_resolve_lazily() -> None:
         "assert not missing, missing\n"
         "assert isinstance(joblocks.WORKER_ID, str)\n"
         "assert joblocks.JobLockModel.__module__ == 'joblocks._sync.model'\n"
-        "assert joblocks.configure is sys.modules['joblocks._sync.config'].configure\n"
+        "assert joblocks.configure is sys.modules['joblocks._sync.run'].configure\n"
         "assert set(joblocks.__all__) <= set(dir(joblocks))\n"
         "ns = {}\n"
         "exec('from joblocks import *', ns)\n"

@@ -89,7 +89,7 @@ def test_overdue_rule() -> None:
     """The rule itself, with a fixed now: the last run before the last complete slot."""
     from datetime import datetime, timezone
 
-    from joblocks._core.history import Run
+    from joblocks._core.plain import Run
 
     minute = 60_000
     now = 1_767_225_600_000 + 30_500  # 30.5 s into a minute (2026-01-01 00:00:30.5Z)

@@ -19,8 +19,8 @@ from pathlib import Path
 from sqlalchemy import update
 
 import joblocks
-from joblocks._core.history import Run
 from joblocks._core.ledger import ledger_of
+from joblocks._core.plain import Run
 from joblocks.cli._html import COLOURS, render
 from tests.docs.test_timeline_browser import chromium, dump_dom, png_pixels
 from tests.support.cli import run_cli

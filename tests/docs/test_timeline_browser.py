@@ -226,7 +226,7 @@ def test_timeline_screenshot_pixels(tmp_path: Path) -> None:
     """The painted page: long green and red bars in two different lanes (hosts)."""
     from datetime import datetime, timedelta, timezone
 
-    from joblocks._core.history import Run
+    from joblocks._core.plain import Run
     from joblocks.cli._html import render
 
     browser = chromium()

@@ -17,7 +17,7 @@ import pytest
 
 import joblocks
 import joblocks.aio
-from joblocks._sync import config as _config
+from joblocks._sync import run as _run
 
 #: The repository root: child processes import ``tests.*`` from here.
 ROOT = Path(__file__).resolve().parents[2]
@@ -58,5 +58,5 @@ def configured(url: str, **options: str) -> Iterator[None]:
     finally:
         joblocks.configure()  # disposes the engines made meanwhile
         joblocks.aio.configure()
-        _config.sync_registry._specs = None
+        _run.sync_registry._specs = None
         joblocks.aio._registry._specs = None

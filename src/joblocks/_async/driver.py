@@ -1,11 +1,10 @@
-"""The asyncio face's driver: ``_drive`` awaits each step of a life-cycle generator
-(``_core.lifecycle``, ``_core.steps``). An ``Attempt``'s statements are awaited on the
-model's own driver connections on an engine joblocks made on a server (``_async.raw``,
-``_async.pool``: no greenlet), on ``sqlite3`` on the loop's thread for a SQLite file
-(``_async.sqlite``), and otherwise (a caller's ``AsyncEngine``, a ``Connected`` or
-``Session`` step, the first use) in one SQLAlchemy greenlet; ``asyncio.sleep``; the
-caller's work. The kept connection of keep-alive renewals is ``_async.keeper``.
-``aio.JobLockModel`` (``_async.model``) is a driver."""
+"""The asyncio face's driver (``aio.JobLockModel``, ``_async.model``, is one): ``_drive``
+awaits each step of a life-cycle generator (``_core.lifecycle``, ``_core.steps``). An
+``Attempt``'s statements are awaited on the model's own driver connections on a server
+engine joblocks made (``_async.raw``, ``_async.pool``: no greenlet), on ``sqlite3`` on the
+loop's thread for a SQLite file (``_async.pool``), otherwise (a caller's
+``AsyncEngine``, a ``Connected`` or ``Session`` step, the first use) in one SQLAlchemy
+greenlet; keep-alive renewals on the kept connection of ``_async.keepalive``."""
 
 from __future__ import annotations
 
@@ -13,7 +12,7 @@ import asyncio
 import contextlib
 import time
 import weakref
-from typing import TYPE_CHECKING, Any, Callable, TypeVar
+from typing import Any, Callable, TypeVar
 
 from .._core import ops as _ops
 from .._core import steps as _steps
@@ -21,42 +20,18 @@ from .._core.steps import Attempt, Backoff, Connected, Emit, FirstUse, Session, 
 from .._db.deadline import Bound
 from .._db.execute import in_place, run
 from .._sql.statements import Sent
+from .._util.drivers import greenlet_spawn, hands_off_per_statement
 from .._util.errors import NoReply, translate
-from .._util.sqla import greenlet_spawn, hands_off_per_statement
-from .keeper import Keeper
-from .pool import RawPool, forget
+from .keepalive import Keeper
+from .pool import RERUN_SAFE, WAIT, LoopSQLite, RawPool, forget
+from .pool import usable as loop_usable
 from .raw import Link, Raw, bounded_at
 from .raw import usable as raw_usable
-from .sqlite import RERUN_SAFE, WAIT, LoopSQLite
-from .sqlite import usable as loop_usable
-
-if TYPE_CHECKING:
-    pass
-
 
 T = TypeVar("T")
 
-#: How much later than ``timeout`` asyncio cuts an aiomysql call that the watchdog
-#: abandoned and that still did not end (seconds).
+#: Seconds after ``timeout`` that asyncio cuts an abandoned aiomysql call still running.
 _ABANDON_GRACE_S = 1.0
-
-
-def _resumed(pending: _steps.Step, steps: Steps[T]) -> Steps[T]:
-    """``steps`` again from the step ``pending`` it yielded last."""
-    step = pending
-    while True:
-        try:
-            result = yield step
-        except BaseException as exc:
-            try:
-                step = steps.throw(exc)
-            except StopIteration as done:
-                return done.value  # type: ignore[no-any-return]
-        else:
-            try:
-                step = steps.send(result)
-            except StopIteration as done:
-                return done.value  # type: ignore[no-any-return]
 
 
 async def _finished(task: asyncio.Future[Any]) -> None:
@@ -175,7 +150,7 @@ class Driver(Keeper):
                 continue
             result = None
             break
-        inner = asyncio.ensure_future(self._drive(_resumed(pending, steps)))
+        inner = asyncio.ensure_future(self._drive(_steps.resumed(pending, steps)))
         try:
             return await asyncio.shield(inner)
         except asyncio.CancelledError:

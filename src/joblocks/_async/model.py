@@ -1,9 +1,10 @@
 """The asyncio face's model: :class:`joblocks.aio.JobLockModel` (public in ``joblocks.aio``).
 
-Every method drives a life-cycle generator of ``_core.lifecycle`` with ``_drive``, which
-awaits each step: an ``_core.ops`` function run in one SQLAlchemy greenlet (check-out,
-statements and check-in in one switch; on SQLite the operations of one key run in
-place on the loop's thread, see docs/design.md), ``asyncio.sleep``, the caller's work.
+Every method drives a life-cycle generator of ``_core.lifecycle`` with ``_drive``
+(``_async.driver``), which awaits each step: the statements of an ``_core.ops``
+operation on the model's own driver connections (``_async.raw``), on ``sqlite3`` on the
+loop's thread (``_async.pool``) or in one SQLAlchemy greenlet (a caller's
+``AsyncEngine``), ``asyncio.sleep``, the caller's work (see docs/design.md).
 """
 
 from __future__ import annotations
@@ -14,14 +15,13 @@ from collections.abc import AsyncIterator
 
 from typing_extensions import Unpack
 
-from .._core import history as _history
 from .._core import lifecycle as _lifecycle
 from .._core import ops as _ops
 from .._core import plain as _plain
-from .._core.history import Run
 from .._core.options import LEASE_OPTIONS, LeaseKwargs, LeaseOptions
+from .._core.plain import Run
 from .._core.state import Outcome
-from .._db.records import JobLock
+from .._db.connections import JobLock
 from .._util import validate as _validate
 from .._util.errors import translate
 from .driver import Driver
@@ -207,11 +207,11 @@ class JobLockModel(Driver):
     ) -> builtins.list[Run]:
         """The run ledger's rows, newest first; see :meth:`joblocks.JobLockModel.runs`
         (``since``: ms or timedelta)."""
-        return await self._drive(_history.runs(self, key, since, limit))
+        return await self._drive(_plain.runs(self, key, since, limit))
 
     async def prune_runs(
-        self, older_than: _validate.Duration, *, batch_size: int = _history.PRUNE_BATCH
+        self, older_than: _validate.Duration, *, batch_size: int = _plain.PRUNE_BATCH
     ) -> int:
         """Delete ledger rows of runs started more than ``older_than`` (ms or timedelta)
         ago, in batches; see :meth:`joblocks.JobLockModel.prune_runs`."""
-        return await self._drive(_history.prune_runs(self, older_than, batch_size))
+        return await self._drive(_plain.prune_runs(self, older_than, batch_size))

@@ -5,7 +5,7 @@ PostgreSQL (psycopg's ``AsyncConnection``) or MariaDB/MySQL (aiomysql).
 - :class:`Link`: how to open one (the engine's dialect reads the URL, the engine's
   ``connect_args`` are added: every URL spelling and query parameter works as through
   the engine) and the set-up joblocks runs on every new connection of an engine it
-  made (``_sql.connect``): autocommit; on PostgreSQL one query for the backend's pid
+  made (``_sql.tables``): autocommit; on PostgreSQL one query for the backend's pid
   (no named prepared statements through a pooler) and the default isolation (a read
   committed transaction around each statement on a server whose default is stricter).
 - the pool of these connections, one per model and event loop: ``_async.pool``.
@@ -32,11 +32,11 @@ from sqlalchemy import exc as sa_exc
 from .._db.deadline import Bound, abandon
 from .._db.engines import driver_connect_args
 from .._db.execute import _Result
-from .._sql.connect import PG_PROBE_SQL, ReadCommitted, wrapper_for
 from .._sql.statements import Prepared
+from .._sql.tables import PG_PROBE_SQL, ReadCommitted, wrapper_for
 from .._util import process as _process
+from .._util.drivers import dbapi_error, overflow
 from .._util.errors import NoReply
-from .._util.sqla import dbapi_error, overflow
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncEngine
@@ -263,7 +263,7 @@ async def _pg_in_read_committed(
     cursor: Any, sql: str, params: Any, wrapper: ReadCommitted
 ) -> _Result:
     """One statement in a read committed transaction of its own (a server whose default
-    isolation is stricter, see ``_sql.connect.read_committed_wrapper``)."""
+    isolation is stricter, see ``_sql.tables.read_committed_wrapper``)."""
     await cursor.execute(wrapper.begin)
     try:
         await cursor.execute(sql, params)

@@ -1,17 +1,22 @@
 """``run_with_lock()`` and ``lease()`` for the asyncio face (public in ``joblocks.aio``);
 the mirror of ``_sync.run``. They drive the same ``_core.lifecycle`` generators as the
-sync face."""
+sync face.
+
+``configure()`` and ``get_model()`` for the asyncio face: the default and named lock
+databases (public in ``joblocks.aio``).
+"""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncIterator, Awaitable, Mapping
 from typing import Any, Callable
 
 from typing_extensions import Unpack
 
 from .._core import lifecycle as _lifecycle
+from .._core.base import Database
 from .._core.options import (
     LEASE_OPTIONS,
     LeaseKwargs,
@@ -20,11 +25,10 @@ from .._core.options import (
     check_cancel_on_loss,
     check_work,
 )
-from .._core.registry import resolve_model
+from .._core.registry import Registry, check_options, resolve_model
 from .._core.state import Outcome
 from .._util import validate as _validate
 from .._util.errors import LockNotAcquired
-from .config import get_model
 from .lease import Lease
 from .model import JobLockModel
 
@@ -126,3 +130,50 @@ async def lease(
         if watcher is not None:
             watcher.cancel()
         await asyncio.shield(held.__aexit__(None, None, None))
+
+
+def _make_async(database: Database, **options: Any) -> JobLockModel:
+    return JobLockModel(database, **options)
+
+
+_disposing: set[asyncio.Task[None]] = set()
+
+
+def _dispose_later(model: JobLockModel) -> None:
+    if not model.owns_engine:
+        return
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        # No loop: its connections belong to a loop that is gone; drop the pool.
+        model.engine.sync_engine.dispose(close=False)
+        return
+    task = loop.create_task(model.dispose())
+    _disposing.add(task)
+    task.add_done_callback(_disposing.discard)
+
+
+_registry: Registry[JobLockModel] = Registry(
+    _make_async, _dispose_later, face="asyncio", fallback="sync"
+)
+
+
+def configure(
+    default: Database = None,
+    *,
+    instances: Mapping[str, Database] | None = None,
+    **options: Any,
+) -> None:
+    """Say where the locks live for asyncio; see :func:`joblocks.configure`.
+
+    Until this is called, the asyncio face uses the URLs given to
+    ``joblocks.configure`` (engines are not shared between faces), else
+    ``JOBLOCKS_URL``, else the per-user SQLite file. Replacing a configuration
+    disposes the engines joblocks made for the old one in the background.
+    """
+    _registry.configure(default, instances, check_options(options))
+
+
+def get_model(name: str | None = None) -> JobLockModel:
+    """The asyncio model of the default database, or of instance ``name``."""
+    return _registry.get(name)

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Callable, Literal
 
 from sqlalchemy import Connection, MetaData, Table, insert, update
 
-from .._sql.clock import db_now_ms, statement_now_ms
+from .._sql.dialects import db_now_ms, statement_now_ms
 from .._sql.schema import (
     MAX_RUN_ERROR,
     build_runs_table,
@@ -30,7 +30,7 @@ from .._sql.schema import (
     ensure_table,
     runs_table_name,
 )
-from .._util.secrets import mask_text
+from .._util.validate import mask_text
 from .base import log
 from .steps import Emit, Steps, call_connected
 

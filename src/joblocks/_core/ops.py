@@ -19,7 +19,7 @@ from typing import Any, Callable, Literal, NamedTuple, TypeVar
 
 from sqlalchemy import exc as sa_exc
 
-from .._db.records import JobLock
+from .._db.connections import JobLock
 from .._sql.dialects import profile
 from .._sql.schema import decode_text
 from .._sql.statements import AcquireStep, Prepared, Sent, Statements

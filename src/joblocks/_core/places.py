@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Dialect, Table
 
-from .._db.records import JobLock
+from .._db.connections import JobLock
 from .._sql.statements import PlaceStatements, Sent, Statements, places
 from .._util import validate as _validate
 from .._util.errors import LockHoldersMismatch

@@ -1,6 +1,6 @@
 """The models of ``configure()``/``get_model()``, by instance name, for both faces.
 
-Each face has one :class:`Registry` (``_sync.config``, ``_async.config``) that makes
+Each face has one :class:`Registry` (``_sync.run``, ``_async.run``) that makes
 its models on first use from the databases configured. Until ``joblocks.aio.configure``
 is called, the asyncio face's registry uses the URLs given to ``joblocks.configure``:
 it finds the sync face's registry by name, so neither face imports the other.

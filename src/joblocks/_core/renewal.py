@@ -16,7 +16,7 @@ import time
 import weakref
 from typing import TYPE_CHECKING, Any
 
-from .._util.backoff import delay_ms
+from .._util.process import delay_ms
 
 log = logging.getLogger("joblocks")
 
@@ -40,7 +40,7 @@ def renewal_retry_s(failures: int, remaining_s: float) -> float:
     database: the server refuses a connection (``too many connections``, ``remaining
     connection slots are reserved``), the pool has none, the network is down. The lease
     still holds until its deadline, so the renewer keeps trying until then: capped
-    exponential backoff with full jitter (:func:`joblocks._util.backoff.delay_ms`: up to 25
+    exponential backoff with full jitter (:func:`joblocks._util.process.delay_ms`: up to 25
     ms, doubling to 1 s), never later than half the time left, so tries keep coming as
     the deadline nears. The lease is declared lost only when it runs out, or when a
     renewal reaches the database and finds the row gone or another holder's.

@@ -17,7 +17,7 @@ from .._db.execute import execute
 from .._sql.dialects import galera
 from .._sql.statements import Prepared, Statements
 from .._util.errors import LockBackendError
-from .._util.secrets import mask_url
+from .._util.validate import mask_url
 
 
 class _Registry(Protocol):

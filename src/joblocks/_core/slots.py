@@ -25,7 +25,7 @@ import logging
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, NamedTuple
 
-from .._db.records import JobLock
+from .._db.connections import JobLock
 from . import ops as _ops
 from .steps import Emit, Shielded, Steps, Try, call, drop_try
 

@@ -14,7 +14,7 @@ The rules a lease keeps (docs/leases.md):
 - a lost lease stays lost: once ``lost`` is True, ``refresh()`` returns False and sends
   nothing, so the row is left as it is;
 - ``remaining()`` never exceeds the database's view (times are whole milliseconds of
-  the database's clock, floored; see ``_sql.clock``).
+  the database's clock, floored; see ``_sql.dialects``).
 """
 
 from __future__ import annotations
@@ -31,10 +31,10 @@ from typing import Any, Callable, Generic, TypeVar, Union
 from sqlalchemy import Table, exists
 from sqlalchemy.sql.elements import ColumnElement
 
+from .._db.connections import from_ms
 from .._db.deadline import Alarm, in_thread, loss_margin_s, watchdog
-from .._db.records import from_ms
-from .._sql.clock import db_now_ms, deadline
-from .._util import events as _events
+from .._sql.dialects import db_now_ms, deadline
+from .._util import process as _process
 from .._util import validate as _validate
 from .._util.errors import LeaseLost
 from . import ops as _ops
@@ -283,7 +283,7 @@ class LeaseState(RenewalSchedule, abc.ABC):
             self._lost_reason = reason
         self._disarm_loss()
         log.warning("joblocks: lease on %r (token %d) lost: %s", self.key, self.token, reason)
-        _events.emit("lost", self.key, self.holder, token=self.token)
+        _process.emit("lost", self.key, self.holder, token=self.token)
         if self._on_lost is not None:
             try:
                 self._on_lost(self)

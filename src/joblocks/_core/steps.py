@@ -22,8 +22,7 @@ from typing import TYPE_CHECKING, Any, Callable, NamedTuple, TypeVar, Union
 from sqlalchemy import exc as sa_exc
 
 from .._sql.statements import Sent
-from .._util import backoff as _backoff
-from .._util import events as _events
+from .._util import process as _process
 from .._util.errors import raise_translated
 from . import ops as _ops
 from .base import TRANSIENT_ATTEMPTS, log, transient_pause
@@ -87,24 +86,24 @@ class Backoff:
 
     def pause(self) -> float | None:
         """Seconds to sleep now (capped backoff with jitter), or None: the wait is over."""
-        pause = _backoff.next_pause(self.attempt, self.started, self.wait_ms)
+        pause = _process.next_pause(self.attempt, self.started, self.wait_ms)
         if pause is None or self.most is None:
             return pause
         return min(pause, self.most)
 
 
 class Emit:
-    """Deliver one lock event (``_util.events``) to this process's listeners."""
+    """Deliver one lock event (``_util.process``) to this process's listeners."""
 
     __slots__ = ("event",)
 
-    def __init__(self, kind: _events.EventKind, key: str, holder: str, **fields: Any) -> None:
+    def __init__(self, kind: _process.EventKind, key: str, holder: str, **fields: Any) -> None:
         self.event = (kind, key, holder, fields)
 
     def deliver(self) -> None:
         """Call the listeners (cheap when there are none); never raises."""
         kind, key, holder, fields = self.event
-        _events.emit(kind, key, holder, **fields)
+        _process.emit(kind, key, holder, **fields)
 
 
 class FirstUse:
@@ -284,3 +283,21 @@ def drop_grant(model: ModelCore, row: str, holder: str, grant: _ops.Grant | None
         yield from call(model, "release", _ops.release_lease, row, holder, grant.fence, 0, 0)
     except Exception as exc:
         log.warning("joblocks: releasing an unclaimed grant of %r failed: %s", row, exc)
+
+
+def resumed(pending: Step, steps: Steps[T]) -> Steps[T]:
+    """``steps`` again from the step ``pending`` it yielded last."""
+    step = pending
+    while True:
+        try:
+            result = yield step
+        except BaseException as exc:
+            try:
+                step = steps.throw(exc)
+            except StopIteration as done:
+                return done.value  # type: ignore[no-any-return]
+        else:
+            try:
+                step = steps.send(result)
+            except StopIteration as done:
+                return done.value  # type: ignore[no-any-return]

@@ -29,7 +29,8 @@ from sqlalchemy import (
 )
 from sqlalchemy import exc as sa_exc
 
-from .._sql.connect import (
+from .._sql.dialects import PROFILES, SUPPORTED_BACKENDS, UNSUPPORTED, profile
+from .._sql.tables import (
     IDLE_PING_AFTER_S,
     SQLITE_BUSY_TIMEOUT_MS,
     TIMEOUT_MS,
@@ -39,11 +40,10 @@ from .._sql.connect import (
     postgres_connect,
     sqlite_pragmas,
 )
-from .._sql.dialects import PROFILES, SUPPORTED_BACKENDS, UNSUPPORTED, profile
 from .._util import process as _process
 from .._util.errors import LockBackendError, LockDriverMissing, translate
-from .._util.secrets import mask_url
-from .state_file import default_sqlite_path, prepare_default_file
+from .._util.validate import mask_url
+from .connections import default_sqlite_path, prepare_default_file
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncEngine
@@ -64,13 +64,6 @@ _connect_args: weakref.WeakKeyDictionary[Any, dict[str, Any]] = weakref.WeakKeyD
 log = logging.getLogger("joblocks")
 
 
-def mask(url: str | URL) -> str:
-    """The URL as text with its password and password-like query parameters replaced
-    by ``***`` (see :mod:`joblocks._util.secrets`; a URL that does not parse is masked as
-    text)."""
-    return mask_url(url)
-
-
 #: What a database URL looks like, for error messages.
 URL_FORMS = (
     "dialect://user:password@host:port/database (e.g. postgresql://app@db:5432/app, "
@@ -89,12 +82,6 @@ class DatabaseURLError(LockBackendError, ValueError):
 
     def __str__(self) -> str:
         return str(self.args[0])
-
-
-def mask_text(text: str) -> str:
-    """A URL that may not parse, with whatever stands where its password would be
-    replaced by ``***``."""
-    return mask_url(text)
 
 
 def resolve(database: str | URL | None, name: str = "database") -> tuple[URL, str]:
@@ -124,10 +111,10 @@ def _parse(database: str | URL, name: str = "database") -> URL:
         try:
             url = make_url(database.strip())
         except sa_exc.ArgumentError as exc:
-            raise DatabaseURLError(name, repr(mask_text(database)), "not a database URL") from exc
+            raise DatabaseURLError(name, repr(mask_url(database)), "not a database URL") from exc
         except ValueError as exc:  # the port is not a number
             raise DatabaseURLError(
-                name, repr(mask_text(database)), "the port must be a number"
+                name, repr(mask_url(database)), "the port must be a number"
             ) from exc
     driver = url.drivername
     if driver == "postgres" or driver.startswith("postgres+"):
@@ -142,7 +129,7 @@ def check_backend(url: URL, name: str = "database") -> None:
     if backend not in SUPPORTED_BACKENDS:
         raise DatabaseURLError(
             name,
-            mask(url),
+            mask_url(url),
             f"{UNSUPPORTED}{backend!r}",
         )
 
@@ -162,7 +149,7 @@ def _number(url: URL, param: str, value: str, unit: str) -> float:
     if not number >= 0 or number == float("inf"):
         raise DatabaseURLError(
             "database URL",
-            mask(url),
+            mask_url(url),
             f"the query parameter {param} must be a number of {unit} >= 0, got {value!r}",
         )
     return number
@@ -191,7 +178,7 @@ def typed_query(url: URL, asynchronous: bool) -> tuple[URL, dict[str, Any]]:
             else:
                 raise DatabaseURLError(
                     "database URL",
-                    mask(url),
+                    mask_url(url),
                     "the query parameter prepare_threshold must be a whole number >= 0, "
                     f"or empty for never, got {value!r}",
                 )
@@ -199,7 +186,7 @@ def typed_query(url: URL, asynchronous: bool) -> tuple[URL, dict[str, Any]]:
             if not value.strip().isdigit():
                 raise DatabaseURLError(
                     "database URL",
-                    mask(url),
+                    mask_url(url),
                     f"the query parameter connect_timeout must be whole seconds, got {value!r}",
                 )
             continue
@@ -254,7 +241,7 @@ def create(url: URL, *, asynchronous: bool, timeout_ms: int | None = None) -> En
     backend = url.get_backend_name()
     family = _family(url)
     if asynchronous:
-        _require_async_driver(backend, mask(url))
+        _require_async_driver(backend, mask_url(url))
     seconds = (TIMEOUT_MS if timeout_ms is None else timeout_ms) / 1000
     connect_args: dict[str, Any] = {}
     kwargs: dict[str, Any] = {"isolation_level": "AUTOCOMMIT", "pool_reset_on_return": None}
@@ -284,7 +271,7 @@ def create(url: URL, *, asynchronous: bool, timeout_ms: int | None = None) -> En
     url, typed = typed_query(url, asynchronous)
     connect_args.update(typed)
     kwargs["connect_args"] = connect_args
-    with translate("create engine", mask(url)):
+    with translate("create engine", mask_url(url)):
         if asynchronous:
             from sqlalchemy.ext.asyncio import create_async_engine
 

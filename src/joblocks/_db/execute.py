@@ -16,9 +16,9 @@ from typing import Any, Callable, TypeVar
 from sqlalchemy import Connection
 from sqlalchemy import exc as sa_exc
 
-from .._sql.connect import ISOLATION_INFO, ReadCommitted, read_committed_wrapper
 from .._sql.statements import Prepared, Result, Sent, Statements
-from .._util.sqla import (
+from .._sql.tables import ISOLATION_INFO, ReadCommitted, read_committed_wrapper
+from .._util.drivers import (
     awaited,
     awaits_psycopg,
     dbapi_error,

@@ -9,14 +9,13 @@ from collections.abc import Iterator
 
 from typing_extensions import Unpack
 
-from .._core import history as _history
 from .._core import lifecycle as _lifecycle
 from .._core import ops as _ops
 from .._core import plain as _plain
-from .._core.history import Run
 from .._core.options import LEASE_OPTIONS, LeaseKwargs, LeaseOptions
+from .._core.plain import Run
 from .._core.state import Outcome
-from .._db.records import JobLock
+from .._db.connections import JobLock
 from .._util import validate as _validate
 from .._util.errors import translate
 from .driver import Driver
@@ -265,12 +264,12 @@ class JobLockModel(Driver):
         """The run ledger's rows, newest first: of ``key`` (None: every key), started
         within ``since`` (ms or timedelta, by the database's clock), at most ``limit``.
         Empty when the ledger table does not exist (nothing was recorded yet)."""
-        return self._drive(_history.runs(self, key, since, limit))
+        return self._drive(_plain.runs(self, key, since, limit))
 
     def prune_runs(
-        self, older_than: _validate.Duration, *, batch_size: int = _history.PRUNE_BATCH
+        self, older_than: _validate.Duration, *, batch_size: int = _plain.PRUNE_BATCH
     ) -> int:
         """Delete the ledger rows of runs started more than ``older_than`` (ms or
         timedelta) ago by the database's clock, ``batch_size`` rows per statement (each
         its own short transaction); the number deleted."""
-        return self._drive(_history.prune_runs(self, older_than, batch_size))
+        return self._drive(_plain.prune_runs(self, older_than, batch_size))

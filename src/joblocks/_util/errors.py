@@ -35,9 +35,9 @@ from typing import Literal
 
 from sqlalchemy import exc as sa_exc
 
-from . import driver_codes as _driver_codes
-from .driver_codes import DRIVER_MODULES, FIRST_USE, driver_code
-from .secrets import mask_text
+from . import drivers as _drivers
+from .drivers import DRIVER_MODULES, FIRST_USE, driver_code
+from .validate import mask_text
 
 __all__ = [
     "LeaseLost",
@@ -241,7 +241,7 @@ def _detail(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text.splitlines()[0]}"
 
 
-# The kind of a driver failure (see _driver_codes.kind_of) -> its exception class.
+# The kind of a driver failure (see _drivers.kind_of) -> its exception class.
 _KINDS: dict[str, type[LockBackendError]] = {
     "connection": LockConnectionError,
     "timeout": LockTimeoutError,
@@ -256,7 +256,7 @@ _KINDS: dict[str, type[LockBackendError]] = {
 def kind_of(exc: BaseException) -> type[LockBackendError]:
     """The :class:`LockBackendError` subclass for a driver failure (``LockBackendError``
     itself when it is of no known kind)."""
-    return _KINDS[_driver_codes.kind_of(exc)]
+    return _KINDS[_drivers.kind_of(exc)]
 
 
 def backend_error(operation: str, database: str, exc: BaseException) -> LockBackendError:

@@ -17,7 +17,7 @@ from itertools import islice
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .._db.records import JobLock
+    from .._db.connections import JobLock
 
 #: Multipliers of the duration units, in milliseconds.
 UNITS_MS = {"ms": 1, "s": 1_000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
@@ -256,7 +256,7 @@ def out(text: str) -> None:
 
 def err(text: str) -> None:
     """Print a line on stderr, prefixed with ``joblocks:``, passwords masked."""
-    from .._util.secrets import mask_text
+    from .._util.validate import mask_text
 
     sys.stderr.write(f"joblocks: {mask_text(text)}\n")
     sys.stderr.flush()

@@ -15,8 +15,8 @@ import html
 from collections.abc import Sequence
 from datetime import datetime, timezone
 
-from .._core.history import Run
-from .._db.records import from_ms
+from .._core.plain import Run
+from .._db.connections import from_ms
 from ._format import format_duration
 
 #: Bar colours by outcome (``running``: no end yet; ``abandoned``: no end, and its

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .._core.history import Run
+from .._core.plain import Run
 
 
 @dataclass(frozen=True)

@@ -27,9 +27,9 @@ import argparse
 from dataclasses import asdict
 from typing import Any
 
-from .._db.engines import mask
 from .._sync.model import JobLockModel
 from .._util.errors import LockBackendError
+from .._util.validate import mask_url as mask
 from . import _checks
 from ._common import (
     EXIT_NO,

@@ -30,7 +30,7 @@ from ._common import (
 from ._format import dump_json, format_duration, human_time, iso, out, printable, table
 
 if TYPE_CHECKING:
-    from .._core.history import Run
+    from .._core.plain import Run
     from .._sync.model import JobLockModel
     from ._overdue import KeyStatus
 
@@ -88,7 +88,7 @@ def _history_row(run: Run) -> list[str]:
 
 def cmd_history(args: argparse.Namespace) -> int:
     """``joblocks history``: recorded runs newest first, as a table, JSON or a page."""
-    from .._core.history import PRUNE_BATCH, select_runs
+    from .._core.plain import PRUNE_BATCH, select_runs
 
     model = _model_or_none(args)
     try:
@@ -136,7 +136,7 @@ STATUS_COLUMNS = ("KEY", "LAST RUN", "AGO", "OUTCOME", "HOLDER", "HOST", "SCHEDU
 
 def status_json(status: KeyStatus) -> dict[str, Any]:
     """The documented JSON object of one key (docs/cli.md, ``status --json``)."""
-    from .._db.records import from_ms
+    from .._db.connections import from_ms
 
     run = status.run
     return {
@@ -160,7 +160,7 @@ def status_json(status: KeyStatus) -> dict[str, Any]:
 def cmd_status(args: argparse.Namespace) -> int:
     """``joblocks status``: per key its last run; exit 1 when a key is overdue, or its
     last run failed or was abandoned."""
-    from .._core.history import latest_runs
+    from .._core.plain import latest_runs
     from ._overdue import key_status
 
     model = _model_or_none(args)

@@ -109,7 +109,8 @@ def _statement(text: str) -> str:
 
 def cmd_where(args: argparse.Namespace) -> int:
     """``joblocks where``: the database and table the commands use, and why."""
-    from .._db.engines import ENV_URL, mask
+    from .._db.engines import ENV_URL
+    from .._util.validate import mask_url as mask
 
     url, source = resolve_url(args)
     name, schema = table_options(args)

@@ -43,8 +43,8 @@ from .._decorator import SingleInstance as SingleInstance
 from .._decorator import is_async_callable as is_async_callable
 from .._decorator import run_leased as run_leased
 from .._decorator import unique_holder as unique_holder
-from .._sync.config import configure as configure
-from .._sync.config import get_model as get_model
+from .._sync.run import configure as configure
+from .._sync.run import get_model as get_model
 from .._util.validate import Duration as Duration
 from .._util.validate import duration_ms as duration_ms
 from .._util.validate import lock_key as lock_key

@@ -24,7 +24,7 @@ import joblocks
 import joblocks.aio
 from joblocks._core import ops as _ops
 from joblocks._core.options import LeaseOptions
-from joblocks._sql.clock import statement_now_sql
+from joblocks._sql.dialects import statement_now_sql
 
 MS = timedelta(milliseconds=1)
 EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)

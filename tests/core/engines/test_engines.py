@@ -19,7 +19,7 @@ import sqlalchemy
 
 import joblocks
 import joblocks.aio
-from joblocks._sync import config as _config
+from joblocks._sync import run as _run
 
 from ...support.matrix import own_server
 from ...support.servers import Server
@@ -29,11 +29,11 @@ from ...support.servers import Server
 def fresh_configuration() -> Iterator[None]:
     """Each test starts as if configure() had never been called."""
     saved_env = os.environ.pop("JOBLOCKS_URL", None)
-    _config.sync_registry._specs = None
+    _run.sync_registry._specs = None
     joblocks.aio._registry._specs = None
     yield
     joblocks.configure()  # disposes whatever the test configured
-    _config.sync_registry._specs = None
+    _run.sync_registry._specs = None
     joblocks.aio._registry._specs = None
     joblocks.aio._registry._models = {}
     if saved_env is not None:

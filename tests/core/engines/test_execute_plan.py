@@ -183,7 +183,7 @@ def test_a_replaced_driver_connection_decides_again(tmp_path: Path, table_name: 
 def test_the_token_alone_is_acquire_s_token(tmp_path: Path, table_name: str) -> None:
     """``_ops.acquire_token`` (the plain acquire of both faces) is ``_ops.acquire``'s
     token, and runs on the loop's thread on SQLite like ``acquire``."""
-    from joblocks._async.sqlite import RERUN_SAFE
+    from joblocks._async.pool import RERUN_SAFE
 
     assert _ops.acquire_token in _ops.IN_PLACE
     assert _ops.acquire_token in RERUN_SAFE

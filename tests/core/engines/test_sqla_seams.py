@@ -1,8 +1,8 @@
-"""The SQLAlchemy internals joblocks relies on (``joblocks._util.sqla``) exist, behave as
+"""The SQLAlchemy internals joblocks relies on (``joblocks._util.drivers``) exist, behave as
 joblocks assumes, and the installed SQLAlchemy is in the range ``pyproject.toml`` allows.
 
 These fail loudly, each naming the missing piece, when a SQLAlchemy release renames or
-drops one of them: upgrade the seam in ``_sqla.py`` (and the range) together.
+drops one of them: upgrade the seam in ``_drivers.py`` (and the range) together.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from packaging.version import Version
 from sqlalchemy import create_engine, event, text
 from sqlalchemy.pool import QueuePool
 
-from joblocks._util import sqla as _sqla
+from joblocks._util import drivers as _drivers
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -36,10 +36,10 @@ def test_installed_sqlalchemy_is_in_the_supported_range() -> None:
     installed = Version(sqlalchemy.__version__)
     allowed = _pyproject_range()
     assert installed in allowed, f"SQLAlchemy {installed} is outside pyproject's {allowed}"
-    low = Version(".".join(map(str, _sqla.SUPPORTED_MIN)))
-    below = Version(".".join(map(str, _sqla.SUPPORTED_BELOW)))
+    low = Version(".".join(map(str, _drivers.SUPPORTED_MIN)))
+    below = Version(".".join(map(str, _drivers.SUPPORTED_BELOW)))
     assert low <= installed < below, (
-        f"SQLAlchemy {installed} is outside the range joblocks._util.sqla was checked against "
+        f"SQLAlchemy {installed} is outside the range joblocks._util.drivers was checked against "
         f"(>={low}, <{below}): check every seam, then move the range"
     )
     # The seam's lower bound is pyproject's lower bound.
@@ -58,7 +58,7 @@ def test_pool_invalidate_replaces_older_connections(tmp_path: Path) -> None:
     try:
         with engine.connect() as conn:
             first = conn.connection.dbapi_connection
-            _sqla.invalidate_pool(conn, RuntimeError("gone"))
+            _drivers.invalidate_pool(conn, RuntimeError("gone"))
             conn.invalidate()
         with engine.connect() as conn:
             assert conn.connection.dbapi_connection is not first
@@ -71,7 +71,7 @@ def test_dbapi_error_is_the_drivers_base_exception(tmp_path: Path) -> None:
 
     engine = create_engine(f"sqlite:///{tmp_path / 'seam.db'}")
     try:
-        assert _sqla.dbapi_error(engine.dialect) is sqlite3.Error
+        assert _drivers.dbapi_error(engine.dialect) is sqlite3.Error
     finally:
         engine.dispose()
 
@@ -81,7 +81,7 @@ def test_checkout_proxy_leads_to_the_dialect(tmp_path: Path) -> None:
     seen: list[Any] = []
 
     def on_checkout(dbapi_connection: Any, record: Any, proxy: Any) -> None:
-        seen.append(_sqla.checkout_dialect(proxy))
+        seen.append(_drivers.checkout_dialect(proxy))
 
     event.listen(engine.pool, "checkout", on_checkout)
     try:
@@ -97,11 +97,11 @@ def test_overflow_counts_what_queuepool_opened(tmp_path: Path) -> None:
         f"sqlite:///{tmp_path / 'seam.db'}", poolclass=QueuePool, pool_size=1, max_overflow=2
     )
     try:
-        assert _sqla.overflow(engine.pool) == (2, -1)  # none opened yet: -pool_size
+        assert _drivers.overflow(engine.pool) == (2, -1)  # none opened yet: -pool_size
         with engine.connect(), engine.connect():
-            assert _sqla.overflow(engine.pool) == (2, 1)
+            assert _drivers.overflow(engine.pool) == (2, 1)
         unlimited = create_engine(f"sqlite:///{tmp_path / 'u.db'}", max_overflow=-1)
-        assert _sqla.overflow(unlimited.pool) is None
+        assert _drivers.overflow(unlimited.pool) is None
         unlimited.dispose()
     finally:
         engine.dispose()
@@ -121,7 +121,7 @@ def test_greenlet_spawn_runs_sync_code_that_awaits(tmp_path: Path) -> None:
                 with engine.sync_engine.connect() as conn:
                     return int(conn.execute(text("SELECT :v"), {"v": value}).scalar())
 
-            return int(await _sqla.greenlet_spawn(work, 41)) + 1
+            return int(await _drivers.greenlet_spawn(work, 41)) + 1
         finally:
             await engine.dispose()
 
@@ -140,18 +140,18 @@ def test_aiosqlite_connection_and_its_thread_are_reachable(tmp_path: Path) -> No
     async def main() -> tuple[bool, bool, int, int]:
         engine = create_async_engine(f"sqlite+aiosqlite:///{tmp_path / 'seam.db'}")
         try:
-            assert _sqla.hands_off_per_statement(engine.sync_engine.dialect)
+            assert _drivers.hands_off_per_statement(engine.sync_engine.dialect)
 
             def work() -> tuple[bool, bool, int, int]:
                 with engine.sync_engine.connect() as conn:
                     adapted = conn.connection.dbapi_connection
-                    raw = _sqla.driver_connection(adapted)
+                    raw = _drivers.driver_connection(adapted)
 
                     def on_thread(driver_connection: Any) -> tuple[int, int]:
                         value = driver_connection.execute("SELECT 41 + 1").fetchone()[0]
                         return threading.get_ident(), int(value)
 
-                    tid, value = _sqla.on_driver_thread(adapted, on_thread)
+                    tid, value = _drivers.on_driver_thread(adapted, on_thread)
                     return (
                         isinstance(raw, sqlite3.Connection),
                         tid != threading.get_ident(),
@@ -159,21 +159,21 @@ def test_aiosqlite_connection_and_its_thread_are_reachable(tmp_path: Path) -> No
                         int(raw.execute("SELECT 1").fetchone()[0]),
                     )
 
-            result: tuple[bool, bool, int, int] = await _sqla.greenlet_spawn(work)
+            result: tuple[bool, bool, int, int] = await _drivers.greenlet_spawn(work)
             return result
         finally:
             await engine.dispose()
 
     assert asyncio.run(main()) == (True, True, 42, 1)
-    assert not _sqla.hands_off_per_statement(create_engine("sqlite://").dialect)
+    assert not _drivers.hands_off_per_statement(create_engine("sqlite://").dialect)
 
 
 def test_binary_type_is_what_reflection_gives_varbinary() -> None:
     from sqlalchemy.dialects.mysql import VARBINARY
     from sqlalchemy.types import LargeBinary
 
-    assert issubclass(VARBINARY, _sqla.BinaryType)
-    assert issubclass(LargeBinary, _sqla.BinaryType)
+    assert issubclass(VARBINARY, _drivers.BinaryType)
+    assert issubclass(LargeBinary, _drivers.BinaryType)
 
 
 def test_no_other_module_reaches_into_sqlalchemy_privates() -> None:
@@ -184,7 +184,7 @@ def test_no_other_module_reaches_into_sqlalchemy_privates() -> None:
     )
     offenders = []
     for path in sorted((ROOT / "src" / "joblocks").rglob("*.py")):
-        if path.name == "sqla.py":
+        if path.name == "drivers.py":
             continue
         for number, line in enumerate(path.read_text().splitlines(), 1):
             if private.search(line) and "_sqla" not in line:

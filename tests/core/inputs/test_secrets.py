@@ -10,8 +10,8 @@ import pytest
 import joblocks
 import joblocks.aio
 from joblocks._core.ledger import error_text
-from joblocks._db.engines import mask
-from joblocks._util.secrets import mask_text
+from joblocks._util.validate import mask_text
+from joblocks._util.validate import mask_url as mask
 
 # Each parameter name of the documented list (case ignored), with a distinct secret.
 SECRET_PARAMS = {

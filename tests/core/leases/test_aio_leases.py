@@ -168,7 +168,7 @@ def test_a_garbage_collected_lease_is_no_longer_renewed(db_url: str, table_name:
 
 
 def test_module_level_lease_uses_the_default_model(tmp_path: Any) -> None:
-    from joblocks._sync import config as _config
+    from joblocks._sync import run as _run
 
     joblocks.configure(f"sqlite:///{tmp_path / 'd.db'}")
     try:
@@ -177,4 +177,4 @@ def test_module_level_lease_uses_the_default_model(tmp_path: Any) -> None:
         assert joblocks.get_model().peek("job") is None
     finally:
         joblocks.configure()
-        _config.sync_registry._specs = None
+        _run.sync_registry._specs = None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from joblocks._util.backoff import BASE_MS, CAP_MS, delay_ms
+from joblocks._util.process import BASE_MS, CAP_MS, delay_ms
 
 
 def test_ceiling_doubles_then_caps() -> None:

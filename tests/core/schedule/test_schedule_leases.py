@@ -18,7 +18,7 @@ import sqlalchemy as sa
 
 import joblocks
 from joblocks import Schedule
-from joblocks._db.records import from_ms
+from joblocks._db.connections import from_ms
 
 #: Also through PgBouncer (both modes) and on a serializable server.
 DEPLOYMENTS = True

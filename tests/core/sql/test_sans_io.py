@@ -25,7 +25,7 @@ from joblocks._core import ops as _ops
 from joblocks._core import places as _places
 from joblocks._core import slots as _slots
 from joblocks._core.schedule import Schedule
-from joblocks._db.records import JobLock
+from joblocks._db.connections import JobLock
 from joblocks._sql.dialects import profile
 from joblocks._sql.schema import build_table
 from joblocks._sql.statements import AcquirePath, Prepared, Result, Sent, Statements, build

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 import joblocks
-from joblocks._sync import config as _config
+from joblocks._sync import run as _run
 from joblocks.testing import assert_locked, assert_not_locked, temporary_model
 
 pytest_plugins = ["pytester"]
@@ -116,7 +116,7 @@ def test_plugin_in_a_user_suite(pytester: pytest.Pytester, tmp_path: Path) -> No
 
 
 def test_temporary_model_restores_the_configuration(tmp_path: Path) -> None:
-    registry = _config.sync_registry
+    registry = _run.sync_registry
     before = (registry._specs, registry._options, dict(registry._models))
     with temporary_model(tmp_path, table_name="my_locks") as model:
         assert joblocks.get_model() is model
