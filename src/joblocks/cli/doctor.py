@@ -29,7 +29,7 @@ from typing import Any
 
 from .._sync.model import JobLockModel
 from .._util.errors import LockBackendError
-from .._util.validate import mask_url as mask
+from .._util.validate import mask_url
 from . import _checks
 from ._common import (
     EXIT_NO,
@@ -98,7 +98,7 @@ def _examine(args: argparse.Namespace, report: Report) -> None:
         )
         return
     name, schema = table_options(args)
-    report.database, report.source = mask(url), source
+    report.database, report.source = mask_url(url), source
     report.table = name if schema is None else f"{schema}.{name}"
     path = sqlite_file(url)
     if path is not None and not path.exists():

@@ -110,14 +110,14 @@ def _statement(text: str) -> str:
 def cmd_where(args: argparse.Namespace) -> int:
     """``joblocks where``: the database and table the commands use, and why."""
     from .._db.engines import ENV_URL
-    from .._util.validate import mask_url as mask
+    from .._util.validate import mask_url
 
     url, source = resolve_url(args)
     name, schema = table_options(args)
     path = sqlite_file(url)
     if path is not None:  # a relative path is relative to where each command runs
         url = url.set(database=str(path.absolute()))
-    shown = mask(url)
+    shown = mask_url(url)
     why = describe_source(source)
     if source == "--url" and os.environ.get(ENV_URL):
         why += f" ({ENV_URL} is set too, and overridden)"
