@@ -21,6 +21,7 @@ from .._db.connections import ConnectionCache
 from .._db.deadline import Bound
 from .._db.execute import run
 from .._sql.statements import Sent
+from .._util.drivers import reply_timed_out
 from .._util.errors import NoReply, translate
 
 T = TypeVar("T")
@@ -136,9 +137,15 @@ class Driver(ModelCore):
             else:
                 result = step.fn(conn, self.statements, *step.args)
         except BaseException as exc:
+            # Abandoned by the deadline; or the driver's own read time-out (PyMySQL's
+            # is the model's ``timeout``, or a URL's own) came first: either way the
+            # statement may have reached the server and its reply never came.
             if bound.end():
                 _invalidate(conn)
                 raise NoReply((at - started) * 1000) from exc
+            if reply_timed_out(exc):
+                _invalidate(conn)
+                raise NoReply((time.monotonic() - started) * 1000) from exc
             raise
         if bound.end():
             _invalidate(conn)

@@ -36,6 +36,7 @@ checks that the installed SQLAlchemy has each of them and is in the range
 from __future__ import annotations
 
 import re
+import socket
 from collections.abc import Awaitable
 from typing import Any, Callable, Literal, TypeVar
 
@@ -142,6 +143,17 @@ def _chain(exc: BaseException) -> list[BaseException]:
     return seen
 
 
+#: A socket's time-out (``socket.timeout`` is ``TimeoutError`` from Python 3.10 on).
+_SOCKET_TIMEOUTS = (TimeoutError, socket.timeout)
+
+
+def reply_timed_out(exc: BaseException) -> bool:
+    """Whether ``exc`` is the driver giving up on a reply by its own socket time-out
+    (PyMySQL's ``read_timeout``, for one): the statement may have reached the server,
+    so its outcome is unknown, as when joblocks's own deadline abandons a call."""
+    return any(isinstance(link, _SOCKET_TIMEOUTS) for link in _chain(driver_error(exc)))
+
+
 def driver_code(exc: BaseException) -> str | int | None:
     """The SQLSTATE (PostgreSQL), error number (MariaDB) or SQLite result name of a
     driver failure (``exc`` or the driver exception SQLAlchemy wrapped), else None."""
@@ -174,7 +186,7 @@ def kind_of(exc: BaseException) -> Kind:
     orig = driver_error(exc)
     chain = _chain(orig)
     if any(
-        isinstance(link, TimeoutError) or type(link).__name__ == "ConnectionTimeout"
+        isinstance(link, _SOCKET_TIMEOUTS) or type(link).__name__ == "ConnectionTimeout"
         for link in chain
     ):
         return "timeout"
