@@ -60,6 +60,7 @@ from .._db.connections import IDLE_LINGER_S, MAX_IDLE, ConnectionCache
 from .._db.execute import busy, run
 from .._sql.statements import Sent, Statements
 from .._sql.tables import IDLE_PING_AFTER_S
+from .._util.drivers import StatementFailed
 from .raw import Link, Raw, close_now, generation, leave_alone
 
 
@@ -331,8 +332,8 @@ class LoopSQLite:
             return WAIT  # type: ignore[no-any-return]
         try:
             result = run(conn, fn(st, *args))
-        except sa_exc.OperationalError as exc:
-            if exc.orig is not None and busy(exc.orig) and not conn.invalidated:
+        except StatementFailed as exc:
+            if busy(exc.orig) and not conn.invalidated:
                 cache.put(conn)
                 return WAIT  # type: ignore[no-any-return]
             cache.put_after_error(conn)

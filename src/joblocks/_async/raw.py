@@ -9,8 +9,8 @@ PostgreSQL (psycopg's ``AsyncConnection``) or MariaDB/MySQL (aiomysql).
   (no named prepared statements through a pooler) and the default isolation (a read
   committed transaction around each statement on a server whose default is stricter).
 - the pool of these connections, one per model and event loop: ``_async.pool``.
-- :func:`send`: one prepared statement awaited on the driver itself; driver errors
-  wrapped exactly as ``_db.execute`` wraps them (``sqlalchemy.exc.DBAPIError.instance``).
+- :func:`send`: one prepared statement awaited on the driver itself; its driver errors
+  normalized as ``_db.execute`` normalizes them (``_sql.dialects.Profile.failed``).
 - :func:`bounded_at`: the asyncio back-stop of a call the watchdog abandoned
   (``asyncio.timeout_at`` on Python 3.11+, ``wait_for`` before).
 """
@@ -32,6 +32,7 @@ from sqlalchemy import exc as sa_exc
 from .._db.deadline import Bound, abandon
 from .._db.engines import driver_connect_args
 from .._db.execute import _Result
+from .._sql.dialects import profile
 from .._sql.statements import Prepared
 from .._sql.tables import PG_PROBE_SQL, ReadCommitted, wrapper_for
 from .._util import process as _process
@@ -133,6 +134,7 @@ class Link:
         self.dialect = sync_engine.dialect
         self.error: Any = dbapi_error(self.dialect)
         self.postgres = self.dialect.name == "postgresql"
+        self.profile = profile(self.dialect)
         self.timeout_s = timeout_ms / 1000
         cargs, cparams = driver_connect_args(engine)
         if self.postgres:
@@ -220,7 +222,7 @@ class Link:
 
     def failure(self, raw: Raw, sql: str, params: Any, exc: BaseException) -> BaseException | None:
         """What a statement's error ``exc`` comes out as (as ``_db.execute._failure``):
-        a driver error wrapped as SQLAlchemy would, a lost connection never used
+        a driver error normalized (``Profile.failed``), a lost connection never used
         again; None for any other error, raised as it is, its connection never used
         again either (cut off mid-statement: its protocol state is unknown)."""
         if not isinstance(exc, self.error):
@@ -229,7 +231,7 @@ class Link:
         lost = bool(self.dialect.is_disconnect(exc, raw.driver, None))
         if lost:
             raw.lost = raw.gone = True
-        return self._wrapped(sql, params, exc, lost)
+        return self.profile.failed(exc, lost)
 
 
 async def send(link: Link, raw: Raw, prepared: Prepared, values: Any) -> _Result:

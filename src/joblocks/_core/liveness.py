@@ -43,9 +43,9 @@ import weakref
 from typing import TYPE_CHECKING, Any, Callable
 
 from sqlalchemy import MetaData, Table
-from sqlalchemy import exc as sa_exc
 
 from .._sql.statements import Prepared, Sent, Statements, _prepare
+from .._util.drivers import StatementFailed
 from .._util.errors import translate
 from . import ops as _ops
 from .base import log
@@ -145,7 +145,7 @@ def _key_id(st: Statements, reg: _Registry, key: str) -> Sent[int]:
     if not reg.ready:
         try:
             yield reg.create, {}
-        except sa_exc.DBAPIError:
+        except StatementFailed:
             # Made at the same moment by another process (PostgreSQL reports that as a
             # duplicate), or not ours to make: the reads below say whether it exists.
             log.debug("joblocks: creating %s failed; using it if it exists", reg.name)

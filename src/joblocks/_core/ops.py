@@ -17,12 +17,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Callable, Literal, NamedTuple, TypeVar
 
-from sqlalchemy import exc as sa_exc
-
 from .._db.connections import JobLock
 from .._sql.dialects import profile
 from .._sql.schema import decode_text
 from .._sql.statements import AcquireStep, Prepared, Sent, Statements
+from .._util.drivers import DuplicateKey
 
 State = Literal["all", "held", "expired", "live"]
 T = TypeVar("T")
@@ -50,7 +49,7 @@ def _run_step(
         values.update(extra)
     try:
         result = yield step.stmt, values
-    except sa_exc.IntegrityError:
+    except DuplicateKey:
         if step.duplicate_means_taken:
             return None
         raise
@@ -285,14 +284,6 @@ def delete(st: Statements, key: str) -> Sent[bool]:
 def now_ms(st: Statements) -> Sent[int]:
     """The database server's current time in epoch milliseconds."""
     return int((yield st.now, {}).scalar())
-
-
-def is_transient(exc: BaseException, family: str) -> bool:
-    """A deadlock or serialization failure: safe to retry, never "taken" (the codes
-    are the family's :class:`~joblocks._sql.dialects.Profile`'s)."""
-    if not isinstance(exc, sa_exc.DBAPIError) or exc.connection_invalidated:
-        return False
-    return profile(family).is_transient_error(exc.orig)
 
 
 #: The operations ``_db.execute.in_place`` sends on the event loop's thread: those of

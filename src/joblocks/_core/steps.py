@@ -19,10 +19,10 @@ import functools
 from collections.abc import Generator
 from typing import TYPE_CHECKING, Any, Callable, NamedTuple, TypeVar, Union
 
-from sqlalchemy import exc as sa_exc
-
+from .._db.execute import connected
 from .._sql.statements import Sent
 from .._util import process as _process
+from .._util.drivers import StatementFailed, Transient
 from .._util.errors import raise_translated
 from . import ops as _ops
 from .base import TRANSIENT_ATTEMPTS, log, transient_pause
@@ -217,8 +217,8 @@ def call_connected(
     keeper: bool = False,
 ) -> Steps[T]:
     """:func:`call` for ``fn(conn, statements, *args)``, a function over a connection
-    (:class:`Connected`)."""
-    return _tried(model, operation, Connected(fn, args, until, keeper))
+    (:class:`Connected`; its driver errors normalized as an operation's are)."""
+    return _tried(model, operation, Connected(connected(fn), args, until, keeper))
 
 
 def _tried(model: ModelCore, operation: str, step: Attempt | Connected) -> Steps[Any]:
@@ -232,10 +232,8 @@ def _tried(model: ModelCore, operation: str, step: Attempt | Connected) -> Steps
             try:
                 result = yield step
                 return result
-            except sa_exc.DBAPIError as exc:
-                if attempt >= TRANSIENT_ATTEMPTS or not _ops.is_transient(
-                    exc, model.statements.family
-                ):
+            except StatementFailed as exc:
+                if attempt >= TRANSIENT_ATTEMPTS or not isinstance(exc, Transient):
                     raise
                 log.debug("joblocks: %s retried after a transient error: %s", operation, exc)
                 yield Sleep(transient_pause(attempt))

@@ -1,21 +1,24 @@
 """How one prepared statement reaches the driver: :func:`execute` (binds the
-parameters and sends the compiled string on the driver's cursor, wrapping driver errors
-as SQLAlchemy would), in a read committed transaction of its own where the connection's
-default isolation is stricter; and :func:`in_place` (the asyncio face on SQLite: one
-key's operation sent on the event loop's thread, a statement that meets another writer
-sent again on aiosqlite's thread to wait). On psycopg's ``AsyncConnection`` a statement
-is awaited on the driver directly (:func:`_awaited`), past SQLAlchemy's adapter.
+parameters and sends the compiled string on the driver's cursor; a driver's error
+comes out normalized, ``_util.drivers.StatementFailed``), in a read committed
+transaction of its own where the connection's default isolation is stricter; and
+:func:`in_place` (the asyncio face on SQLite: one key's operation sent on the event
+loop's thread, a statement that meets another writer sent again on aiosqlite's thread
+to wait). On psycopg's ``AsyncConnection`` a statement is awaited on the driver
+directly (:func:`_awaited`), past SQLAlchemy's adapter.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Mapping
 from typing import Any, Callable, TypeVar
 
 from sqlalchemy import Connection
 from sqlalchemy import exc as sa_exc
 
+from .._sql.dialects import profile
 from .._sql.statements import Prepared, Result, Sent, Statements
 from .._sql.tables import ISOLATION_INFO, ReadCommitted, read_committed_wrapper
 from .._util.drivers import (
@@ -56,15 +59,36 @@ def run(conn: Connection, sent: Sent[T]) -> T:
         return done.value  # type: ignore[no-any-return]
 
 
+def connected(fn: Callable[..., T]) -> Callable[..., T]:
+    """``fn(conn, statements, *args)``, a function that sends statements through
+    SQLAlchemy on a connection (the ledger's writes, the history's reads), with its
+    driver errors normalized as :func:`execute` normalizes a statement's
+    (``_util.drivers.StatementFailed``)."""
+
+    @functools.wraps(fn)
+    def call(conn: Connection, st: Statements, *args: Any) -> T:
+        try:
+            return fn(conn, st, *args)
+        except sa_exc.DBAPIError as exc:
+            orig = exc.orig
+            if not isinstance(orig, Exception):
+                raise
+            lost = exc.connection_invalidated
+            raise profile(conn.dialect).failed(orig, lost) from exc
+
+    return call
+
+
 def execute(conn: Connection, stmt: Prepared, values: Mapping[str, Any]) -> _Result:
     """Send one prepared statement on the connection's driver connection.
 
     The thinnest path SQLAlchemy allows: no compilation, no result wrapping, no
     SQLAlchemy-level transaction (the connection is in autocommit mode; on a
     PostgreSQL connection whose default isolation is not read committed, the
-    statement gets a read committed transaction of its own). Driver errors
-    are wrapped exactly as SQLAlchemy would (``IntegrityError``, ``OperationalError``,
-    ...), and a lost connection is invalidated so the pool replaces it.
+    statement gets a read committed transaction of its own). A driver's error comes
+    out normalized (``_util.drivers.StatementFailed``: ``DuplicateKey``,
+    ``Transient``, or the class itself), and a lost connection is invalidated so the
+    pool replaces it.
 
     What a connection needs is decided by its first statement and kept in its pool
     record's ``info`` for the life of its driver connection: a connection that needs
@@ -144,9 +168,9 @@ def _failure(
     params: Any,
     exc: BaseException,
 ) -> BaseException | None:
-    """What a statement's error ``exc`` comes out as: the driver's errors wrapped as
-    SQLAlchemy would (a lost connection invalidated, and every connection of its pool
-    made before now); None for any other error, raised as it is. Interrupted
+    """What a statement's error ``exc`` comes out as: a driver's error normalized
+    (``Profile.failed``; a lost connection invalidated, and every connection of its
+    pool made before now); None for any other error, raised as it is. Interrupted
     mid-statement (KeyboardInterrupt, cancellation), the connection's protocol state is
     unknown, so it is never used again."""
     if not isinstance(exc, Exception):
@@ -161,15 +185,7 @@ def _failure(
         # suspect (the server went away), so all are replaced on their next use.
         invalidate_pool(conn, exc)
         conn.invalidate(exc)
-    wrapped: BaseException = sa_exc.DBAPIError.instance(
-        sql,
-        params,
-        exc,
-        dbapi_error(dialect),
-        dialect=dialect,
-        connection_invalidated=lost,
-    )
-    return wrapped
+    return profile(dialect).failed(exc, lost)
 
 
 async def _awaited(driver: Any, sql: str, params: Any) -> _Result:

@@ -27,6 +27,8 @@ from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.sql.functions import FunctionElement
 
+from .._util.drivers import DuplicateKey, StatementFailed, Transient
+
 Family = Literal["sqlite", "postgresql", "mysql"]
 AcquirePath = Literal["upsert", "update_insert", "portable"]
 #: Every acquire path, in the order the docs list them (see docs/performance.md).
@@ -126,6 +128,17 @@ class Profile:
         if found < self.min_version:
             return server, f"{server} is too old", self.upgrade_hint
         return server, None, None
+
+    def failed(self, orig: BaseException, lost: bool = False) -> StatementFailed:
+        """A statement's failure as the driver raised it (``orig``; ``lost``: its
+        connection went with it), normalized: what a driver throws into an operation."""
+        if lost:
+            return StatementFailed(orig, lost=True)
+        if any(cls.__name__ == "IntegrityError" for cls in type(orig).__mro__):
+            return DuplicateKey(orig)
+        if self.is_transient_error(orig):
+            return Transient(orig)
+        return StatementFailed(orig)
 
     def is_transient_error(self, orig: object) -> bool:
         """Whether a driver exception is a deadlock or serialization failure."""

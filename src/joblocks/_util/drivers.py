@@ -126,7 +126,40 @@ _PG_LOGIN_MESSAGES = tuple(
 FIRST_USE = frozenset({"create table", "open database"})
 
 
+class StatementFailed(Exception):
+    """A statement the driver failed, normalized: what a driver throws into an
+    operation (``_core.ops``) at its ``yield`` (private: it comes out as the
+    :class:`~joblocks.LockBackendError` of its kind). ``orig`` is the driver's own
+    exception; ``lost``, whether the connection went with it (never used again).
+
+    The kinds an operation tells apart are subclasses: :class:`DuplicateKey`,
+    :class:`Transient`; any other failure is this class itself (its kind, for the
+    caller, is the driver's exception's: see :func:`kind_of`). A driver normalizes
+    with :meth:`joblocks._sql.dialects.Profile.failed`."""
+
+    def __init__(self, orig: BaseException, lost: bool = False) -> None:
+        super().__init__(str(orig))
+        self.orig = orig
+        self.lost = lost
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (type(self), (self.orig, self.lost))
+
+
+class DuplicateKey(StatementFailed):
+    """The row's key was there already (the driver's ``IntegrityError``)."""
+
+
+class Transient(StatementFailed):
+    """A deadlock or serialization failure, the connection still good: safe to send
+    again."""
+
+
 def driver_error(exc: BaseException) -> BaseException:
+    """The driver's own exception behind ``exc`` (a normalized failure's, or the one
+    SQLAlchemy wrapped), else ``exc``."""
+    if isinstance(exc, StatementFailed):
+        return exc.orig
     if isinstance(exc, sa_exc.DBAPIError) and exc.orig is not None:
         return exc.orig
     return exc

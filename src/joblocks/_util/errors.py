@@ -234,9 +234,10 @@ class NoReply(TimeoutError):
 def _detail(exc: BaseException) -> str:
     if isinstance(exc, NoReply):
         return str(exc)
-    if isinstance(exc, sa_exc.DBAPIError) and exc.orig is not None:
-        text = str(exc.orig).strip() or type(exc.orig).__name__
-        return f"{type(exc.orig).__name__}: {text.splitlines()[0]}"
+    orig = _drivers.driver_error(exc)
+    if orig is not exc:
+        text = str(orig).strip() or type(orig).__name__
+        return f"{type(orig).__name__}: {text.splitlines()[0]}"
     text = str(exc).strip() or type(exc).__name__
     return f"{type(exc).__name__}: {text.splitlines()[0]}"
 
@@ -301,7 +302,7 @@ def raise_translated(operation: str, database: str, exc: BaseException) -> None:
     (what :class:`translate` does at the end of its block); return otherwise."""
     if isinstance(exc, LockError) or not isinstance(exc, Exception):
         return
-    if isinstance(exc, (sa_exc.SQLAlchemyError, OSError, ImportError)):
+    if isinstance(exc, (_drivers.StatementFailed, sa_exc.SQLAlchemyError, OSError, ImportError)):
         raise backend_error(operation, database, exc) from exc
     # Drivers raise their own exception classes outside SQLAlchemy's wrapping in a
     # few places (e.g. during connect through an async adapter). They are still

@@ -11,18 +11,19 @@ deciding again.
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from sqlalchemy import exc as sa_exc
 
 import joblocks
 import joblocks.aio
 from joblocks._core import ops as _ops
 from joblocks._db import execute as _execute
 from joblocks._sql.statements import Prepared
+from joblocks._util.drivers import DuplicateKey
 
 from ...support.servers import Server
 
@@ -108,7 +109,7 @@ def _model_with_table(tmp_path: Path, table_name: str) -> tuple[joblocks.JobLock
     return model, conn
 
 
-def test_a_driver_error_on_the_direct_path_is_wrapped_as_sqlalchemy_wraps_it(
+def test_a_driver_error_on_the_direct_path_comes_out_normalized(
     tmp_path: Path, table_name: str
 ) -> None:
     model, conn = _model_with_table(tmp_path, table_name)
@@ -118,11 +119,11 @@ def test_a_driver_error_on_the_direct_path_is_wrapped_as_sqlalchemy_wraps_it(
             "VALUES (?, ?, 0, 0, 0)"
         )
         duplicate = Prepared(sql, ("key", "holder"))
-        with pytest.raises(sa_exc.IntegrityError) as caught:
+        with pytest.raises(DuplicateKey) as caught:
             _execute.execute(conn, duplicate, {"key": "k", "holder": "x"})
-        assert caught.value.statement == sql
-        assert caught.value.params == ("k", "x")
-        assert not caught.value.connection_invalidated
+        assert isinstance(caught.value.orig, sqlite3.IntegrityError)
+        assert caught.value.__cause__ is caught.value.orig
+        assert not caught.value.lost
         assert not conn.invalidated
         # A plain Python error (not the driver's) comes out as it is.
         with pytest.raises(KeyError):

@@ -12,13 +12,13 @@ row counts and last ids sent back or of the error thrown in.
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 import sqlalchemy as sa
 from sqlalchemy import MetaData
-from sqlalchemy import exc as sa_exc
 
 from joblocks._core import liveness as _liveness
 from joblocks._core import ops as _ops
@@ -29,6 +29,7 @@ from joblocks._db.connections import JobLock
 from joblocks._sql.dialects import profile
 from joblocks._sql.schema import build_table
 from joblocks._sql.statements import AcquirePath, Prepared, Result, Sent, Statements, build
+from joblocks._util.drivers import DuplicateKey, StatementFailed, Transient
 
 #: An engine per family, never connected: its dialect compiles the statements.
 URLS = {
@@ -71,8 +72,9 @@ def changed(rowcount: int, lastrowid: int | None = None) -> Result:
     return Result((), rowcount, lastrowid)
 
 
-def duplicate() -> sa_exc.IntegrityError:
-    return sa_exc.IntegrityError("INSERT", {}, Exception("duplicate key"))
+def duplicate() -> DuplicateKey:
+    """What a driver throws in for a duplicate key (here SQLite's own exception)."""
+    return DuplicateKey(sqlite3.IntegrityError("UNIQUE constraint failed: job_locks.id"))
 
 
 def lock_row(key: str, holder: str = "h", fence: int = 7, left_ms: int = TTL) -> tuple[Any, ...]:
@@ -171,19 +173,19 @@ def test_a_duplicate_key_where_it_does_not_mean_taken_propagates(family: str, pa
     """Only the portable path's plain INSERT turns a duplicate key into "taken": the same
     error from the upsert or the first UPDATE is a database failure."""
     st = _statements(family, path)  # type: ignore[arg-type]
-    with pytest.raises(sa_exc.IntegrityError):
+    with pytest.raises(DuplicateKey):
         Driven(_ops.acquire(st, "k", "h", TTL), duplicate())
     if path == "update_insert":
-        with pytest.raises(sa_exc.IntegrityError):
+        with pytest.raises(DuplicateKey):
             Driven(_ops.acquire(st, "k", "h", TTL), rows(), duplicate())
 
 
 @pytest.mark.parametrize(("family", "path"), [c for c in CASES if c[1] != "upsert"])
 def test_another_error_at_the_insert_propagates(family: str, path: str) -> None:
     st = _statements(family, path)  # type: ignore[arg-type]
-    lost = sa_exc.OperationalError("INSERT", {}, Exception("server has gone away"))
+    lost = StatementFailed(Exception("server has gone away"), lost=True)
     nothing = rows() if family != "mysql" else changed(0, 0)
-    with pytest.raises(sa_exc.OperationalError) as raised:
+    with pytest.raises(StatementFailed) as raised:
         Driven(_ops.acquire(st, "k", "h", TTL), nothing, lost)
     assert raised.value is lost
 
@@ -456,7 +458,7 @@ def test_liveness_registry_steps() -> None:
     assert reg.lock_ref(42) == (5 << 32) | 42
     # The table made by another process meanwhile: its error is not the caller's.
     again = _liveness._Registry(model)
-    failed = sa_exc.ProgrammingError("CREATE", {}, Exception("exists"))
+    failed = StatementFailed(Exception("exists"))
     found = Driven(_liveness._key_id(st, again, "k"), failed, rows((5,)), rows((42,)))
     assert found.value == 42
     assert Driven(_liveness._mark(st, reg, 42, 7), changed(1)).sent == [
@@ -465,3 +467,31 @@ def test_liveness_registry_steps() -> None:
     assert Driven(_liveness._marked(st, reg, 42), rows((7,))).value == 7
     assert Driven(_liveness._marked(st, reg, 42), rows((None,))).value is None
     Model.engine.dispose()
+
+
+def test_a_drivers_failure_is_normalized_by_its_kind() -> None:
+    """What a driver throws into an operation: a duplicate key, a deadlock or
+    serialization failure (safe to send again), or any other failure as it is; a
+    failure that took the connection with it is never "transient"."""
+    psycopg = pytest.importorskip("psycopg")
+    pymysql = pytest.importorskip("pymysql")
+    pg, my, lite = profile("postgresql"), profile("mysql"), profile("sqlite")
+    unique = psycopg.errors.UniqueViolation("duplicate key value violates unique constraint")
+    assert type(pg.failed(unique)) is DuplicateKey
+    assert type(my.failed(pymysql.err.IntegrityError(1062, "Duplicate entry"))) is DuplicateKey
+    assert type(lite.failed(sqlite3.IntegrityError("UNIQUE constraint failed"))) is DuplicateKey
+    serialization = psycopg.errors.SerializationFailure("could not serialize access")
+    assert type(pg.failed(serialization)) is Transient
+    assert type(pg.failed(psycopg.errors.DeadlockDetected("deadlock detected"))) is Transient
+    deadlock = pymysql.err.OperationalError(1213, "Deadlock found")
+    assert type(my.failed(deadlock)) is Transient
+    assert type(my.failed(pymysql.err.OperationalError(1205, "Lock wait timeout"))) is (
+        StatementFailed
+    )
+    gone = my.failed(deadlock, lost=True)
+    assert type(gone) is StatementFailed
+    assert gone.lost
+    assert gone.orig is deadlock
+    other = lite.failed(sqlite3.OperationalError("disk I/O error"))
+    assert type(other) is StatementFailed
+    assert not other.lost
