@@ -62,29 +62,43 @@ def loss_margin_s(ttl_ms: float) -> float:
     return min(ttl_s / 2, share)
 
 
+#: An alarm's callback takes no argument (:meth:`Watchdog.arm`).
+_NO_ARG: Any = object()
+
+
 class Alarm:
-    """One armed deadline of the :class:`Watchdog`; :meth:`disarm` says if it fired."""
+    """One armed deadline of the :class:`Watchdog`: at ``at``, ``fire(arg)`` runs on the
+    watchdog's thread (``fire()`` when no ``arg`` is given) unless :meth:`disarm` came
+    first; :meth:`disarm` says if it fired."""
 
-    __slots__ = ("at", "fire", "fired", "live")
+    __slots__ = ("arg", "at", "fire", "fired", "live")
 
-    def __init__(self, at: float, fire: Callable[[], None]) -> None:
+    def __init__(self, at: float, fire: Callable[..., None], arg: Any = _NO_ARG) -> None:
         self.at = at
         self.fire = fire
+        self.arg = arg
         self.live = True
         self.fired = False
 
     def disarm(self) -> bool:
         """Stop the alarm; True when it had fired already (its callback ran or runs)."""
-        with watchdog._cond:
+        with watchdog._lock:
             self.live = False
             return self.fired
+
+    def _run(self) -> None:
+        if self.arg is _NO_ARG:
+            self.fire()
+        else:
+            self.fire(self.arg)
 
 
 class Watchdog:
     """One daemon thread running alarms at their monotonic times (see module)."""
 
     def __init__(self) -> None:
-        self._cond = threading.Condition(threading.Lock())
+        self._lock = threading.Lock()
+        self._cond = threading.Condition(self._lock)
         self._heap: list[tuple[float, int, Alarm]] = []
         self._seq = itertools.count()
         self._thread: threading.Thread | None = None
@@ -93,8 +107,12 @@ class Watchdog:
 
     def arm(self, at: float, fire: Callable[[], None]) -> Alarm:
         """Run ``fire()`` on the watchdog's thread at monotonic ``at`` unless disarmed."""
-        alarm = Alarm(at, fire)
-        with self._cond:
+        return self.push(Alarm(at, fire))
+
+    def push(self, alarm: Alarm) -> Alarm:
+        """Arm ``alarm`` (made, not yet armed)."""
+        at = alarm.at
+        with self._lock:
             heapq.heappush(self._heap, (at, next(self._seq), alarm))
             if self._thread is None:
                 self._thread = threading.Thread(
@@ -118,7 +136,7 @@ class Watchdog:
                         alarm.live = False
                         alarm.fired = True
                         try:
-                            alarm.fire()
+                            alarm._run()
                         except Exception:
                             log.exception("joblocks: a deadline callback failed")
                 if len(heap) > 256 and len(heap) > 4 * sum(1 for e in heap if e[2].live):
@@ -129,7 +147,8 @@ class Watchdog:
                 self._waking_at = float("-inf")
 
     def _after_fork(self) -> None:
-        self._cond = threading.Condition(threading.Lock())
+        self._lock = threading.Lock()
+        self._cond = threading.Condition(self._lock)
         self._heap = []
         self._thread = None
         self._waking_at = float("inf")
@@ -243,14 +262,22 @@ def _abandon_mysql(driver: Any) -> None:
         _shutdown(sock.fileno())
 
 
-class Bound:
-    """The bound of one call: at ``at``, the call on ``dbapi_connection`` is abandoned."""
+class Bound(Alarm):
+    """The bound of one call: at ``at``, the call on ``dbapi_connection`` is abandoned
+    (an alarm armed as it is made: one object and one lock round per call)."""
 
-    __slots__ = ("alarm",)
+    __slots__ = ()
 
     def __init__(self, at: float, dbapi_connection: Any) -> None:
-        self.alarm = watchdog.arm(at, lambda: abandon(dbapi_connection))
+        self.at = at
+        self.fire = abandon
+        self.arg = dbapi_connection
+        self.live = True
+        self.fired = False
+        watchdog.push(self)
 
     def end(self) -> bool:
         """The call returned (or raised): True when it was abandoned meanwhile."""
-        return self.alarm.disarm()
+        with watchdog._lock:
+            self.live = False
+            return self.fired

@@ -97,7 +97,8 @@ def execute(conn: Connection, stmt: Prepared, values: Mapping[str, Any]) -> _Res
     later statement is one dictionary lookup away from the driver's cursor.
     """
     fairy = conn.connection
-    direct = fairy.info.get(_DIRECT)
+    info = fairy.info
+    direct = info.get(_DIRECT)
     if direct is None:
         return _planned(conn, fairy, stmt, values)
     pick = stmt._pick  # stmt.params(values), inlined
@@ -105,7 +106,7 @@ def execute(conn: Connection, stmt: Prepared, values: Mapping[str, Any]) -> _Res
     cursor: Any = None
     try:
         cursor = direct.cursor()
-        return _sent(cursor, stmt.sql, params)
+        return info[_SEND](cursor, stmt.sql, params)  # type: ignore[no-any-return]
     except BaseException as exc:
         failure = _failure(conn, direct, cursor, stmt.sql, params, exc)
         if failure is None:
@@ -147,6 +148,7 @@ def _planned(conn: Connection, fairy: Any, stmt: Prepared, values: Mapping[str, 
             # to this path: ``in_place`` changes where its statements go).
             awaits = info[_AWAITED] = awaits_psycopg(conn.dialect)
             if not awaits and not hands_off_per_statement(conn.dialect):
+                info[_SEND] = _sent_pg if hasattr(cursor, "pgresult") else _sent
                 info[_DIRECT] = dbapi_connection
         return _sent(cursor, stmt.sql, params)
     except BaseException as exc:
@@ -206,6 +208,15 @@ def _sent(cursor: Any, sql: str, params: Any) -> _Result:
     cursor.execute(sql, params)
     rows = cursor.fetchall() if cursor.description else _NO_ROWS
     return _Result(rows, cursor.rowcount, getattr(cursor, "lastrowid", None))
+
+
+def _sent_pg(cursor: Any, sql: str, params: Any) -> _Result:
+    """:func:`_sent` on psycopg's cursor: whether rows came is read off its result's
+    status, not ``description`` (which builds a column object per column each time)."""
+    cursor.execute(sql, params)
+    result = cursor.pgresult
+    tuples = result is not None and result.status == _PGRES_TUPLES_OK
+    return _Result(cursor.fetchall() if tuples else _NO_ROWS, cursor.rowcount, None)
 
 
 def _sent_in_place(
@@ -336,5 +347,8 @@ _AWAITED = "joblocks_awaited"
 #: connection, once its first statement found that its statements need nothing around
 #: them (:func:`execute` then sends each on its cursor directly).
 _DIRECT = "joblocks_direct"
+#: Key in a pool record's ``info``, set with :data:`_DIRECT`: how a statement is sent on
+#: that connection's cursor (:func:`_sent`, or :func:`_sent_pg` on psycopg).
+_SEND = "joblocks_send"
 #: The rows of a statement that returns none.
 _NO_ROWS: tuple[Any, ...] = ()
