@@ -93,31 +93,42 @@ def execute(conn: Connection, stmt: Prepared, values: Mapping[str, Any]) -> _Res
     What a connection needs is decided by its first statement and kept in its pool
     record's ``info`` for the life of its driver connection: a connection that needs
     nothing around its statements (no read committed wrapper, not awaited on psycopg,
-    not aiosqlite's) keeps its driver connection under :data:`_DIRECT`, and each
-    later statement is one dictionary lookup away from the driver's cursor.
+    not aiosqlite's) keeps its :class:`Direct` under :data:`_DIRECT`, and each later
+    statement is one dictionary lookup away from the driver's cursor.
     """
     fairy = conn.connection
     info = fairy.info
-    direct = info.get(_DIRECT)
+    direct: Direct | None = info.get(_DIRECT)
     if direct is None:
         return _planned(conn, fairy, stmt, values)
     pick = stmt._pick  # stmt.params(values), inlined
     params = dict(values) if pick is None else pick(values)
-    cursor: Any = None
     try:
-        cursor = direct.cursor()
-        return info[_SEND](cursor, stmt.sql, params)  # type: ignore[no-any-return]
+        return direct.send(direct.cursor, stmt.sql, params)
     except BaseException as exc:
-        failure = _failure(conn, direct, cursor, stmt.sql, params, exc)
+        # The kept cursor is not used again after an error: the next statement
+        # decides afresh (with a new cursor) unless the connection is gone.
+        info.pop(_DIRECT, None)
+        with contextlib.suppress(Exception):
+            direct.cursor.close()
+        failure = _failure(conn, direct.connection, direct.cursor, stmt.sql, params, exc)
         if failure is None:
             raise
         raise failure from exc
-    finally:
-        if cursor is not None:
-            try:  # noqa: SIM105 - contextlib.suppress costs more, on every statement
-                cursor.close()
-            except Exception:  # noqa: S110
-                pass
+
+
+class Direct:
+    """A connection whose statements need nothing around them (see :func:`execute`):
+    its driver connection, the cursor kept for its statements (one cursor for the life
+    of the connection: psycopg's costs microseconds to make and close), and how a
+    statement is sent on it (:func:`_sent`, or :func:`_sent_pg` on psycopg)."""
+
+    __slots__ = ("connection", "cursor", "send")
+
+    def __init__(self, connection: Any, cursor: Any, send: Callable[[Any, str, Any], _Result]):
+        self.connection = connection
+        self.cursor = cursor
+        self.send = send
 
 
 def _planned(conn: Connection, fairy: Any, stmt: Prepared, values: Mapping[str, Any]) -> _Result:
@@ -148,8 +159,8 @@ def _planned(conn: Connection, fairy: Any, stmt: Prepared, values: Mapping[str, 
             # to this path: ``in_place`` changes where its statements go).
             awaits = info[_AWAITED] = awaits_psycopg(conn.dialect)
             if not awaits and not hands_off_per_statement(conn.dialect):
-                info[_SEND] = _sent_pg if hasattr(cursor, "pgresult") else _sent
-                info[_DIRECT] = dbapi_connection
+                send = _sent_pg if hasattr(cursor, "pgresult") else _sent
+                info[_DIRECT] = Direct(dbapi_connection, dbapi_connection.cursor(), send)
         return _sent(cursor, stmt.sql, params)
     except BaseException as exc:
         failure = _failure(conn, dbapi_connection, cursor, stmt.sql, params, exc)
@@ -343,12 +354,9 @@ _IN_PLACE = "joblocks_in_place"
 #: Set by the connection's first statement, once its read committed wrapper is known
 #: (a connection that needs one keeps SQLAlchemy's adapter).
 _AWAITED = "joblocks_awaited"
-#: Key in a pool record's ``info`` (for the life of its driver connection): that driver
-#: connection, once its first statement found that its statements need nothing around
-#: them (:func:`execute` then sends each on its cursor directly).
+#: Key in a pool record's ``info`` (for the life of its driver connection): its
+#: :class:`Direct`, once its first statement found that its statements need nothing
+#: around them (:func:`execute` then sends each on the kept cursor directly).
 _DIRECT = "joblocks_direct"
-#: Key in a pool record's ``info``, set with :data:`_DIRECT`: how a statement is sent on
-#: that connection's cursor (:func:`_sent`, or :func:`_sent_pg` on psycopg).
-_SEND = "joblocks_send"
 #: The rows of a statement that returns none.
 _NO_ROWS: tuple[Any, ...] = ()

@@ -45,7 +45,7 @@ def test_a_plain_connection_goes_direct_after_its_first_statement(
     try:
         assert model.acquire("k", TTL, "h") is True
         conn, info = _info(model)
-        assert info[_execute._DIRECT] is conn.connection.dbapi_connection
+        assert info[_execute._DIRECT].connection is conn.connection.dbapi_connection
         # And the direct path does what the general one did.
         assert model.acquire("k", TTL, "other") is False
         token = model.acquire_token("k", TTL, "h")
@@ -153,8 +153,9 @@ def test_an_interrupted_direct_statement_never_reuses_its_connection(
     model, conn = _model_with_table(tmp_path, table_name)
     try:
         info = conn.connection.info
-        real = info[_execute._DIRECT]
-        info[_execute._DIRECT] = _Interrupted()
+        real = info[_execute._DIRECT].connection
+        interrupted = _Interrupted()
+        info[_execute._DIRECT] = _execute.Direct(interrupted, interrupted, _execute._sent)
         with pytest.raises(KeyboardInterrupt):
             _execute.execute(conn, model.statements.release, {"key": "k", "holder": "h"})
         assert conn.invalidated
@@ -162,8 +163,8 @@ def test_an_interrupted_direct_statement_never_reuses_its_connection(
         # The model goes on with another driver connection, which decides again.
         assert model.release("k", "h") is True
         fresh, info = _info(model)
-        assert info[_execute._DIRECT] is fresh.connection.dbapi_connection
-        assert info[_execute._DIRECT] is not real
+        assert info[_execute._DIRECT].connection is fresh.connection.dbapi_connection
+        assert info[_execute._DIRECT].connection is not real
     finally:
         model.dispose()
 
@@ -176,7 +177,7 @@ def test_a_replaced_driver_connection_decides_again(tmp_path: Path, table_name: 
         assert model.release("k", "h") is True
         fresh, info = _info(model)
         assert fresh.connection.dbapi_connection is not old
-        assert info[_execute._DIRECT] is fresh.connection.dbapi_connection
+        assert info[_execute._DIRECT].connection is fresh.connection.dbapi_connection
     finally:
         model.dispose()
 
