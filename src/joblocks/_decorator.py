@@ -22,7 +22,7 @@ from ._core.options import LeaseOptions, RunOptions, check_cancel_on_loss
 from ._core.state import Outcome, Skipped
 from ._sync.lease import Lease
 from ._sync.model import JobLockModel
-from ._sync.run import _release_quietly, run_request
+from ._sync.run import release_quietly, run_request
 from ._util import validate as _validate
 from ._util.process import worker_id
 
@@ -360,7 +360,7 @@ def run_leased(
     try:
         result = work()
     finally:
-        _release_quietly(taken.lease)
+        release_quietly(taken.lease)
     return taken, result
 
 

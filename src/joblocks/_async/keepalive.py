@@ -20,7 +20,7 @@ import weakref
 from typing import TYPE_CHECKING, Any
 
 from .._core.base import ModelCore
-from .._core.renewal import _alive, _due, _idle_keepers, _Registry
+from .._core.renewal import LeaseRefs, idle_keepers, referenced, sort_due
 from .._core.steps import Attempt, Connected
 from .._util.drivers import greenlet_spawn
 from .pool import RawPool, forget
@@ -36,7 +36,7 @@ class TaskRenewer:
     """The asyncio face's renewer: one task per event loop."""
 
     def __init__(self) -> None:
-        self._leases = _Registry()
+        self._leases = LeaseRefs()
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         # The models keeping a connection for their keep-alive leases' renewals.
@@ -82,13 +82,13 @@ class TaskRenewer:
 
     async def _serve(self) -> None:
         while True:
-            leases = _alive(self._leases.refs())
+            leases = referenced(self._leases.refs())
             if not leases:
                 self._task = None
                 return
-            renew, drop, expired, wake = _due(leases, time.monotonic())
+            renew, drop, expired, wake = sort_due(leases, time.monotonic())
             self._leases.discard_all(drop)
-            idle = _idle_keepers(self._keeping, leases, drop)
+            idle = idle_keepers(self._keeping, leases, drop)
             del leases, drop
             for model in idle:
                 await model._let_keeper_go()

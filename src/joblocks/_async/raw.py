@@ -31,9 +31,8 @@ from sqlalchemy import exc as sa_exc
 
 from .._db.deadline import Bound, abandon
 from .._db.engines import driver_connect_args
-from .._db.execute import _Result
 from .._sql.dialects import profile
-from .._sql.statements import Prepared
+from .._sql.statements import Prepared, Result
 from .._sql.tables import PG_PROBE_SQL, ReadCommitted, wrapper_for
 from .._util import process as _process
 from .._util.drivers import dbapi_error, overflow
@@ -45,7 +44,7 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 #: How a connection sends one statement: ``await execute(driver, sql, params)``.
-Execute = Callable[[Any, str, Any], Awaitable["_Result"]]
+Execute = Callable[[Any, str, Any], Awaitable["Result"]]
 
 #: libpq's ``PGRES_TUPLES_OK``: rows came back.
 _PGRES_TUPLES_OK = 2
@@ -186,7 +185,7 @@ class Link:
             raw.execute = functools.partial(_pg_in_read_committed, wrapper=wrapper)
         return raw
 
-    async def _bounded(self, raw: Raw, sql: str, params: Any) -> _Result:
+    async def _bounded(self, raw: Raw, sql: str, params: Any) -> Result:
         at = time.monotonic() + self.timeout_s
         bound = Bound(at, raw.driver)
         try:
@@ -234,7 +233,7 @@ class Link:
         return self.profile.failed(exc, lost)
 
 
-async def send(link: Link, raw: Raw, prepared: Prepared, values: Any) -> _Result:
+async def send(link: Link, raw: Raw, prepared: Prepared, values: Any) -> Result:
     """One prepared statement on ``raw``, awaited on the driver itself (no greenlet, no
     adapter); the driver's error wrapped as ``_db.execute`` wraps it, a lost or
     interrupted connection marked never to be used again (``raw.lost``)."""
@@ -243,7 +242,7 @@ async def send(link: Link, raw: Raw, prepared: Prepared, values: Any) -> _Result
     return await send_sql(link, raw, prepared.sql, params)
 
 
-async def send_sql(link: Link, raw: Raw, sql: str, params: Any) -> _Result:
+async def send_sql(link: Link, raw: Raw, sql: str, params: Any) -> Result:
     """:func:`send` of a driver SQL string and its parameters."""
     try:
         return await raw.execute(raw.cursor, sql, params)
@@ -254,16 +253,16 @@ async def send_sql(link: Link, raw: Raw, sql: str, params: Any) -> _Result:
         raise failure from exc
 
 
-async def _pg_sent(cursor: Any, sql: str, params: Any) -> _Result:
+async def _pg_sent(cursor: Any, sql: str, params: Any) -> Result:
     await cursor.execute(sql, params)
     result = cursor.pgresult  # not ``description``: it builds a column object each
     tuples = result is not None and result.status == _PGRES_TUPLES_OK
-    return _Result(await cursor.fetchall() if tuples else _NO_ROWS, cursor.rowcount, None)
+    return Result(await cursor.fetchall() if tuples else _NO_ROWS, cursor.rowcount, None)
 
 
 async def _pg_in_read_committed(
     cursor: Any, sql: str, params: Any, wrapper: ReadCommitted
-) -> _Result:
+) -> Result:
     """One statement in a read committed transaction of its own (a server whose default
     isolation is stricter, see ``_sql.tables.read_committed_wrapper``)."""
     await cursor.execute(wrapper.begin)
@@ -272,7 +271,7 @@ async def _pg_in_read_committed(
         result = cursor.pgresult
         tuples = result is not None and result.status == _PGRES_TUPLES_OK
         rows = await cursor.fetchall() if tuples else _NO_ROWS
-        outcome = _Result(rows, cursor.rowcount, None)
+        outcome = Result(rows, cursor.rowcount, None)
         await cursor.execute(wrapper.commit)
     except Exception:
         with contextlib.suppress(Exception):
@@ -294,10 +293,10 @@ def _quiet_cursor(aiomysql: Any) -> Any:
     return QuietCursor
 
 
-async def _my_sent(cursor: Any, sql: str, params: Any) -> _Result:
+async def _my_sent(cursor: Any, sql: str, params: Any) -> Result:
     await cursor.execute(sql, params)
     rows = await cursor.fetchall() if cursor.description else _NO_ROWS
-    return _Result(rows, cursor.rowcount, cursor.lastrowid)
+    return Result(rows, cursor.rowcount, cursor.lastrowid)
 
 
 if sys.version_info >= (3, 11):

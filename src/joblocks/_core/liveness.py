@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from sqlalchemy import MetaData, Table
 
-from .._sql.statements import Prepared, Sent, Statements, _prepare
+from .._sql.statements import Prepared, Sent, Statements, prepare
 from .._util.drivers import StatementFailed
 from .._util.errors import translate
 from . import ops as _ops
@@ -86,7 +86,7 @@ class _Registry:
         self.schema = table.schema
 
         def p(sql: str) -> Prepared:
-            return _prepare(dialect, sql)
+            return prepare(dialect, sql)
 
         if family == "postgresql":
             ddl = "id SERIAL PRIMARY KEY, lock_key VARCHAR(512) NOT NULL UNIQUE, fence BIGINT"

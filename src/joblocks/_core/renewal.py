@@ -140,7 +140,7 @@ class RenewalSchedule:
 # -- what both renewers share (a thread per process, a task per event loop) -----------
 
 
-def _idle_keepers(keeping: Any, leases: list[Any], drop: list[Any]) -> list[Any]:
+def idle_keepers(keeping: Any, leases: list[Any], drop: list[Any]) -> list[Any]:
     """The models of ``keeping`` that have no keep-alive lease left (taken out of it)."""
     dropped = {id(lease) for lease in drop}
     busy = {id(lease._model) for lease in leases if id(lease) not in dropped}
@@ -150,12 +150,12 @@ def _idle_keepers(keeping: Any, leases: list[Any], drop: list[Any]) -> list[Any]
     return idle
 
 
-def _alive(refs: Any) -> list[Any]:
+def referenced(refs: Any) -> list[Any]:
     """The leases still referenced by their owners."""
     return [lease for lease in (ref() for ref in refs) if lease is not None]
 
 
-def _due(leases: list[Any], now: float) -> tuple[list[Any], list[Any], list[Any], float]:
+def sort_due(leases: list[Any], now: float) -> tuple[list[Any], list[Any], list[Any], float]:
     """Sort leases into (to renew, to drop, run out) and say when to wake next."""
     renew: list[Any] = []
     drop: list[Any] = []
@@ -175,7 +175,7 @@ def _due(leases: list[Any], now: float) -> tuple[list[Any], list[Any], list[Any]
     return renew, drop, expired, wake
 
 
-class _Registry:
+class LeaseRefs:
     """Weak references to the leases of one renewer, by the lease's ``id``.
 
     A reference dies when its lease is garbage collected; the death is only noted (a

@@ -34,10 +34,6 @@ from .._util.drivers import (
 T = TypeVar("T")
 
 
-#: What a statement gave back (``_sql.statements.Result``, under its old name here).
-_Result = Result
-
-
 def run(conn: Connection, sent: Sent[T]) -> T:
     """Send the statements of the operation ``sent`` (a generator of ``_core.ops``) on
     ``conn``, one after the other, each with :func:`execute`: its result is sent back
@@ -79,7 +75,7 @@ def connected(fn: Callable[..., T]) -> Callable[..., T]:
     return call
 
 
-def execute(conn: Connection, stmt: Prepared, values: Mapping[str, Any]) -> _Result:
+def execute(conn: Connection, stmt: Prepared, values: Mapping[str, Any]) -> Result:
     """Send one prepared statement on the connection's driver connection.
 
     The thinnest path SQLAlchemy allows: no compilation, no result wrapping, no
@@ -125,13 +121,13 @@ class Direct:
 
     __slots__ = ("connection", "cursor", "send")
 
-    def __init__(self, connection: Any, cursor: Any, send: Callable[[Any, str, Any], _Result]):
+    def __init__(self, connection: Any, cursor: Any, send: Callable[[Any, str, Any], Result]):
         self.connection = connection
         self.cursor = cursor
         self.send = send
 
 
-def _planned(conn: Connection, fairy: Any, stmt: Prepared, values: Mapping[str, Any]) -> _Result:
+def _planned(conn: Connection, fairy: Any, stmt: Prepared, values: Mapping[str, Any]) -> Result:
     """:func:`execute` on a connection not known to need nothing around its statements
     (its first statement, a read committed wrapper, awaited on psycopg, in place on
     aiosqlite); decides, on the first statement, whether it is :data:`_DIRECT`."""
@@ -201,7 +197,7 @@ def _failure(
     return profile(dialect).failed(exc, lost)
 
 
-async def _awaited(driver: Any, sql: str, params: Any) -> _Result:
+async def _awaited(driver: Any, sql: str, params: Any) -> Result:
     """One statement on psycopg's ``AsyncConnection`` ``driver`` itself, awaited from the
     greenlet in one switch to the loop (SQLAlchemy's adapter makes a cursor of its own
     around psycopg's, and copies the rows)."""
@@ -210,29 +206,29 @@ async def _awaited(driver: Any, sql: str, params: Any) -> _Result:
         await cursor.execute(sql, params)
         result = cursor.pgresult  # not ``description``: it builds a column object each
         tuples = result is not None and result.status == _PGRES_TUPLES_OK
-        return _Result(await cursor.fetchall() if tuples else _NO_ROWS, cursor.rowcount, None)
+        return Result(await cursor.fetchall() if tuples else _NO_ROWS, cursor.rowcount, None)
     finally:
         await cursor.close()
 
 
-def _sent(cursor: Any, sql: str, params: Any) -> _Result:
+def _sent(cursor: Any, sql: str, params: Any) -> Result:
     cursor.execute(sql, params)
     rows = cursor.fetchall() if cursor.description else _NO_ROWS
-    return _Result(rows, cursor.rowcount, getattr(cursor, "lastrowid", None))
+    return Result(rows, cursor.rowcount, getattr(cursor, "lastrowid", None))
 
 
-def _sent_pg(cursor: Any, sql: str, params: Any) -> _Result:
+def _sent_pg(cursor: Any, sql: str, params: Any) -> Result:
     """:func:`_sent` on psycopg's cursor: whether rows came is read off its result's
     status, not ``description`` (which builds a column object per column each time)."""
     cursor.execute(sql, params)
     result = cursor.pgresult
     tuples = result is not None and result.status == _PGRES_TUPLES_OK
-    return _Result(cursor.fetchall() if tuples else _NO_ROWS, cursor.rowcount, None)
+    return Result(cursor.fetchall() if tuples else _NO_ROWS, cursor.rowcount, None)
 
 
 def _sent_in_place(
-    cursor: Any, wait: Callable[[Callable[[Any], _Result]], _Result], sql: str, params: Any
-) -> _Result:
+    cursor: Any, wait: Callable[[Callable[[Any], Result]], Result], sql: str, params: Any
+) -> Result:
     """One statement under :func:`in_place`: at once, or, when another writer has the
     database (SQLite's "database is locked" without waiting), again on the driver's
     thread, waiting for that writer as long as the connection's busy timeout allows."""
@@ -242,7 +238,7 @@ def _sent_in_place(
         if not busy(exc):
             raise
 
-    def again(driver_connection: Any) -> _Result:
+    def again(driver_connection: Any) -> Result:
         retry = driver_connection.cursor()
         try:
             return _sent(retry, sql, params)
@@ -327,14 +323,14 @@ def in_place(conn: Connection, st: Statements, fn: Callable[..., Sent[T]], args:
     return result
 
 
-def _in_read_committed(cursor: Any, wrapper: ReadCommitted, sql: str, params: Any) -> _Result:
+def _in_read_committed(cursor: Any, wrapper: ReadCommitted, sql: str, params: Any) -> Result:
     """Run one statement in a read committed transaction of its own (a connection whose
     default isolation is stricter, see ``_connect.read_committed_wrapper``)."""
     cursor.execute(wrapper.begin)
     try:
         cursor.execute(sql, params)
         rows = cursor.fetchall() if cursor.description else _NO_ROWS
-        result = _Result(rows, cursor.rowcount, getattr(cursor, "lastrowid", None))
+        result = Result(rows, cursor.rowcount, getattr(cursor, "lastrowid", None))
         cursor.execute(wrapper.commit)
     except Exception:
         with contextlib.suppress(Exception):

@@ -184,7 +184,7 @@ class Statements:
     dialect: Any = field(default=None, compare=False, repr=False)
 
 
-def _prepare(dialect: Dialect, sql: str) -> Prepared:
+def prepare(dialect: Dialect, sql: str) -> Prepared:
     compiled = text(sql).compile(dialect=dialect)
     order: Sequence[str] | None = compiled.positiontup
     return Prepared(compiled.string, tuple(order) if compiled.positional and order else None)
@@ -227,7 +227,7 @@ def build(dialect: Dialect, table: Table, path: AcquirePath | None = None) -> St
     sql = sql_of(dialect, table)
 
     def p(name: str) -> Prepared:
-        return _prepare(dialect, sql[name])
+        return prepare(dialect, sql[name])
 
     # MariaDB has no RETURNING: a grant's token (a refresh's expiry) comes back through
     # LAST_INSERT_ID(expr); its plain INSERT draws the token again under the row lock.
@@ -311,7 +311,7 @@ def places(dialect: Dialect, table: Table, n: int) -> PlaceStatements:
 
     def p(name: str) -> Prepared:
         text = sql[f"place_{name}"].replace("{keys}", ids).replace("{places}", place_ids)
-        return _prepare(dialect, text)
+        return prepare(dialect, text)
 
     return PlaceStatements(
         claim=p("claim"),

@@ -26,7 +26,7 @@ import time
 import weakref
 from typing import Any
 
-from .._core.renewal import _alive, _due, _idle_keepers, _Registry
+from .._core.renewal import LeaseRefs, idle_keepers, referenced, sort_due
 from .._core.state import LeaseState
 from .._db.connections import never_wait_for_the_pool
 from .._util import process as _process
@@ -37,7 +37,7 @@ class ThreadRenewer:
 
     def __init__(self) -> None:
         self._cond = threading.Condition()
-        self._leases = _Registry()
+        self._leases = LeaseRefs()
         self._thread: threading.Thread | None = None
         # The models keeping a connection for their keep-alive leases' renewals.
         self._keeping: weakref.WeakSet[Any] = weakref.WeakSet()
@@ -74,8 +74,8 @@ class ThreadRenewer:
         never_wait_for_the_pool()
         while True:
             with self._cond:
-                leases = _alive(self._leases.refs())
-                renew, drop, expired, wake = _due(leases, time.monotonic())
+                leases = referenced(self._leases.refs())
+                renew, drop, expired, wake = sort_due(leases, time.monotonic())
                 self._leases.discard_all(drop)
                 idle = self._idle_keepers(leases, drop)
                 # No strong reference may outlive this point while waiting: a lease
@@ -101,12 +101,12 @@ class ThreadRenewer:
 
     def _idle_keepers(self, leases: list[Any], drop: list[Any]) -> list[Any]:
         """The models that keep a connection but have no keep-alive lease left."""
-        return _idle_keepers(self._keeping, leases, drop)
+        return idle_keepers(self._keeping, leases, drop)
 
     def _after_fork(self) -> None:
         # The thread does not exist in the child; the parent's leases are not ours.
         self._cond = threading.Condition()
-        self._leases = _Registry()
+        self._leases = LeaseRefs()
         self._thread = None
         self._keeping = weakref.WeakSet()
 

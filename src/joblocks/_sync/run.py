@@ -63,7 +63,7 @@ def run_request(
     return model._drive(_lifecycle.run_with_lock(model, key, opts, work, False))
 
 
-def _release_quietly(lease: Lease) -> None:
+def release_quietly(lease: Lease) -> None:
     """Release after the work, never raising (the lease expires on its own anyway)."""
     lease._model._drive(_lifecycle.release_quietly(lease))
 

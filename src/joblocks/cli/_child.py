@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from .._sync.lease import Lease
 
 
-class _Interrupted(BaseException):
+class Interrupted(BaseException):
     """A signal arrived before the command started."""
 
     def __init__(self, signum: int) -> None:
@@ -63,7 +63,7 @@ _FROM_TERMINAL = ("SIGINT", "SIGQUIT", "SIGHUP")
 KILL_GRACE_S = 10.0
 
 
-def _forwarded_signals() -> list[int]:
+def forwarded_signals() -> list[int]:
     """The signals joblocks catches (and passes on to the command)."""
     skip = {int(getattr(signal, name)) for name in _NOT_CAUGHT if hasattr(signal, name)}
     found: list[int] = []
@@ -79,14 +79,14 @@ def _forwarded_signals() -> list[int]:
     return found
 
 
-def _from_terminal(signum: int) -> bool:
+def from_terminal(signum: int) -> bool:
     return any(getattr(signal, name, None) == signum for name in _FROM_TERMINAL)
 
 
 _PR_SET_PDEATHSIG = 1
 
 
-def _parent_death_signal() -> Callable[[], None] | None:
+def parent_death_signal() -> Callable[[], None] | None:
     """A ``preexec_fn`` that has the kernel send SIGKILL to the command when joblocks
     dies (Linux; None elsewhere).
 
@@ -132,7 +132,7 @@ def command_env(lease: Lease, url: str) -> dict[str, str]:
     return env
 
 
-def _terminal_foreground() -> bool:
+def terminal_foreground() -> bool:
     """Whether joblocks is in the foreground process group of its terminal."""
     if not hasattr(os, "tcgetpgrp"):
         return False
@@ -145,7 +145,7 @@ def _terminal_foreground() -> bool:
     return False
 
 
-def _command_text(command: list[str]) -> str:
+def command_text(command: list[str]) -> str:
     import shlex
 
     text = printable(shlex.join(command))

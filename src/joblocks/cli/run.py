@@ -37,14 +37,14 @@ from typing import TYPE_CHECKING, Any, Callable, Union
 from . import _run_args
 from ._child import (
     KILL_GRACE_S,
-    _command_text,
-    _forwarded_signals,
-    _from_terminal,
-    _Interrupted,
-    _parent_death_signal,
-    _terminal_foreground,
+    Interrupted,
     command_env,
+    command_text,
+    forwarded_signals,
+    from_terminal,
     holder_id,
+    parent_death_signal,
+    terminal_foreground,
 )
 from ._common import (
     EXIT_CANNOT_EXECUTE,
@@ -82,7 +82,7 @@ class _Run:
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
         if self.mode == "raise":
             self.mode = "record"
-            raise _Interrupted(signum)
+            raise Interrupted(signum)
         if self.mode == "forward" and self.child is not None:
             self._forward(signum)
         elif self.received is None:
@@ -92,15 +92,15 @@ class _Run:
         child = self.child
         if child is None or child.returncode is not None:
             return
-        if _from_terminal(signum) and _terminal_foreground():
+        if from_terminal(signum) and terminal_foreground():
             return  # the terminal signalled the whole foreground group, the command too
         with contextlib.suppress(OSError):  # already gone
             child.send_signal(signum)
 
     def _install(self, previous: dict[int, _Handler]) -> None:
         """Catch the signals, noting each one's previous handler in ``previous`` as it
-        goes: a signal caught meanwhile raises ``_Interrupted`` out of here."""
-        for sig in _forwarded_signals():
+        goes: a signal caught meanwhile raises ``Interrupted`` out of here."""
+        for sig in forwarded_signals():
             with contextlib.suppress(OSError, ValueError):  # reserved by the C library
                 previous[sig] = signal.signal(sig, self._on_signal)
 
@@ -142,7 +142,7 @@ class _Run:
                     max_holders=args.max_holders,
                 )
                 lease = taken.lease
-            except _Interrupted as exc:
+            except Interrupted as exc:
                 if lease is not None:  # the signal came right after the grant
                     self._release(lease)
                 err(f"interrupted by signal {exc.signum} before the command started")
@@ -153,7 +153,7 @@ class _Run:
 
                 if isinstance(taken, Skipped):
                     if not args.quiet:
-                        err(f"{taken.reason}; not running {_command_text(self.command)}")
+                        err(f"{taken.reason}; not running {command_text(self.command)}")
                     skip_code: int = args.skip_exit_code
                     return skip_code
                 self._conflict(model)
@@ -192,7 +192,7 @@ class _Run:
                 self.child = subprocess.Popen(  # noqa: S603 - the user's command
                     self.command,
                     env=command_env(lease, url),
-                    preexec_fn=_parent_death_signal(),
+                    preexec_fn=parent_death_signal(),
                 )
             except FileNotFoundError:
                 err(f"{printable(self.command[0])}: command not found")
@@ -307,7 +307,7 @@ class _Run:
                 f"held by {printable(row.holder)} until {human_time(row.expires_at)} ({left} left)"
             )
         waited = f" after waiting {format_duration(args.wait)}" if args.wait else ""
-        err(f"lock {self.shown} is {where}{waited}; not running {_command_text(self.command)}")
+        err(f"lock {self.shown} is {where}{waited}; not running {command_text(self.command)}")
 
     def _release(self, lease: Lease) -> None:
         from .._core.lifecycle import RELEASE_ATTEMPTS, release_retrying
