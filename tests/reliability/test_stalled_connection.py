@@ -70,15 +70,6 @@ def relay(server: Server) -> Iterator[Relay]:
         relay.close()
 
 
-@pytest.fixture
-def relay_for_mariadb(mariadb_server: Server) -> Iterator[Relay]:
-    relay = Relay(mariadb_server.port)
-    try:
-        yield relay
-    finally:
-        relay.close()
-
-
 def through(server: Server, relay: Relay) -> str:
     """The server's URL, through the relay."""
     return sa.make_url(server.url).set(port=relay.port).render_as_string(hide_password=False)
@@ -414,23 +405,24 @@ def test_a_renewal_abandoned_at_the_timeout_goes_on_over_a_fresh_kept_connection
     assert lease.release()
 
 
+@pytest.mark.parametrize("database", ["mariadb"])  # PyMySQL's read_timeout
 def test_a_drivers_own_read_timeout_is_an_unknown_outcome(
-    mariadb_server: Server, relay_for_mariadb: Relay, table_name: str
+    server: Server, relay: Relay, table_name: str
 ) -> None:
     """PyMySQL gives up on a reply by its own ``read_timeout`` (here a URL's, shorter
     than the model's ``timeout``): the statement may have reached the server, so the
     error says that its outcome is unknown, as when joblocks's deadline abandons it."""
-    url = through(mariadb_server, relay_for_mariadb) + "?read_timeout=1"
+    url = through(server, relay) + "?read_timeout=1"
     model = joblocks.JobLockModel(url, table_name=table_name, timeout=30_000)
     try:
         key = f"rt-{uuid.uuid4().hex[:8]}"
         assert model.peek(key) is None
-        relay_for_mariadb.stall()
+        relay.stall()
         with pytest.raises(joblocks.LockTimeoutError) as caught:
             model.acquire(key, 60_000, "stalled-holder")
         assert "outcome is unknown" in str(caught.value)
         assert "may have committed" in str(caught.value)
-        relay_for_mariadb.resume()
+        relay.resume()
         assert model.acquire(key, 60_000, "stalled-holder")
         assert model.peek(key).holder == "stalled-holder"
     finally:
