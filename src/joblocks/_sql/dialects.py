@@ -27,7 +27,7 @@ from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.sql.functions import FunctionElement
 
-from .._util.drivers import DuplicateKey, StatementFailed, Transient
+from .._util.drivers import ConnectionLost, DuplicateKey, StatementFailed, Transient
 
 Family = Literal["sqlite", "postgresql", "mysql"]
 AcquirePath = Literal["upsert", "update_insert", "portable"]
@@ -133,7 +133,7 @@ class Profile:
         """A statement's failure as the driver raised it (``orig``; ``lost``: its
         connection went with it), normalized: what a driver throws into an operation."""
         if lost:
-            return StatementFailed(orig, lost=True)
+            return ConnectionLost(orig, lost=True)
         if any(cls.__name__ == "IntegrityError" for cls in type(orig).__mro__):
             return DuplicateKey(orig)
         if self.is_transient_error(orig):

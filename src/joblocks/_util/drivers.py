@@ -133,9 +133,10 @@ class StatementFailed(Exception):
     exception; ``lost``, whether the connection went with it (never used again).
 
     The kinds an operation tells apart are subclasses: :class:`DuplicateKey`,
-    :class:`Transient`; any other failure is this class itself (its kind, for the
-    caller, is the driver's exception's: see :func:`kind_of`). A driver normalizes
-    with :meth:`joblocks._sql.dialects.Profile.failed`."""
+    :class:`Transient`, :class:`ConnectionLost` (a call abandoned for want of a reply
+    comes out as ``_util.errors.NoReply``); any other failure is this class itself
+    (its kind, for the caller, is the driver's exception's: see :func:`kind_of`). A
+    driver normalizes with :meth:`joblocks._sql.dialects.Profile.failed`."""
 
     def __init__(self, orig: BaseException, lost: bool = False) -> None:
         super().__init__(str(orig))
@@ -148,6 +149,11 @@ class StatementFailed(Exception):
 
 class DuplicateKey(StatementFailed):
     """The row's key was there already (the driver's ``IntegrityError``)."""
+
+
+class ConnectionLost(StatementFailed):
+    """The connection went with the statement (the server went away, the socket was
+    shut): its outcome is unknown, and the connection is never used again."""
 
 
 class Transient(StatementFailed):

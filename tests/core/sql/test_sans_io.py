@@ -29,7 +29,7 @@ from joblocks._db.connections import JobLock
 from joblocks._sql.dialects import profile
 from joblocks._sql.schema import build_table
 from joblocks._sql.statements import AcquirePath, Prepared, Result, Sent, Statements, build
-from joblocks._util.drivers import DuplicateKey, StatementFailed, Transient
+from joblocks._util.drivers import ConnectionLost, DuplicateKey, StatementFailed, Transient
 
 #: An engine per family, never connected: its dialect compiles the statements.
 URLS = {
@@ -183,7 +183,7 @@ def test_a_duplicate_key_where_it_does_not_mean_taken_propagates(family: str, pa
 @pytest.mark.parametrize(("family", "path"), [c for c in CASES if c[1] != "upsert"])
 def test_another_error_at_the_insert_propagates(family: str, path: str) -> None:
     st = _statements(family, path)  # type: ignore[arg-type]
-    lost = StatementFailed(Exception("server has gone away"), lost=True)
+    lost = ConnectionLost(Exception("server has gone away"), lost=True)
     nothing = rows() if family != "mysql" else changed(0, 0)
     with pytest.raises(StatementFailed) as raised:
         Driven(_ops.acquire(st, "k", "h", TTL), nothing, lost)
@@ -489,7 +489,7 @@ def test_a_drivers_failure_is_normalized_by_its_kind() -> None:
         StatementFailed
     )
     gone = my.failed(deadlock, lost=True)
-    assert type(gone) is StatementFailed
+    assert type(gone) is ConnectionLost
     assert gone.lost
     assert gone.orig is deadlock
     other = lite.failed(sqlite3.OperationalError("disk I/O error"))
