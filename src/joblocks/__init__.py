@@ -32,8 +32,7 @@ if TYPE_CHECKING:
         runs_metadata,
     )
     from ._sql.statements import ACQUIRE_PATHS, AcquirePath
-    from ._sync.lease import Lease
-    from ._sync.model import JobLockModel
+    from ._sync.model import JobLockModel, Lease
     from ._sync.run import configure as configure
     from ._sync.run import lease, run_with_lock
     from ._util.errors import (
@@ -135,7 +134,7 @@ _LAZY = {
     ),
     **dict.fromkeys(("Event", "EventKind", "add_listener", "remove_listener"), "._util.process"),
     "worker_id": "._util.process",
-    "Lease": "._sync.lease",
+    "Lease": "._sync.model",
     "Run": "._core.plain",
     "JobLockModel": "._sync.model",
     "LeaseKwargs": "._core.options",

@@ -20,8 +20,7 @@ from typing_extensions import Unpack
 from ._core.base import log, wrong_face
 from ._core.options import LeaseOptions, RunOptions, check_cancel_on_loss
 from ._core.state import Outcome, Skipped
-from ._sync.lease import Lease
-from ._sync.model import JobLockModel
+from ._sync.model import JobLockModel, Lease
 from ._sync.run import release_quietly, run_request
 from ._util import validate as _validate
 from ._util.process import worker_id

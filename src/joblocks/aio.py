@@ -9,8 +9,7 @@ the very function the sync face runs (``_core.lifecycle`` and ``_core.ops``), dr
 
 from __future__ import annotations
 
-from ._async.lease import Lease
-from ._async.model import JobLockModel
+from ._async.model import JobLockModel, Lease
 from ._async.run import _registry as _registry
 from ._async.run import configure, get_model, lease, run_with_lock
 from ._core.plain import Run

@@ -49,7 +49,6 @@ NOT_ON_RUN_PATH = (
     "joblocks.cli._overdue",
     "joblocks.aio",
     "joblocks._async.model",
-    "joblocks._async.lease",
     "joblocks._async.keepalive",
     "joblocks._async.driver",
     "joblocks._async.run",
@@ -101,7 +100,7 @@ def test_run_imports_only_what_it_uses(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     assert marker.exists()  # the command ran, so the lock was taken
     # The run went through the library (not a short cut around it) ...
-    assert {"joblocks._sync.model", "joblocks._sync.lease", "sqlalchemy", "sqlite3"} <= modules
+    assert {"joblocks._sync.model", "joblocks._sync.keepalive", "sqlalchemy", "sqlite3"} <= modules
     with sqlite3.connect(db) as conn:  # ... and released its row
         assert conn.execute("SELECT count(*) FROM job_locks").fetchone() == (0,)
     # ... without the modules it does not use.

@@ -16,8 +16,7 @@ from .._core.registry import Registry, check_options, resolve_model
 from .._core.state import Outcome
 from .._util import validate as _validate
 from .._util.errors import LockNotAcquired
-from .lease import Lease
-from .model import JobLockModel
+from .model import JobLockModel, Lease
 
 
 def run_with_lock(

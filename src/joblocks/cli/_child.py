@@ -13,7 +13,7 @@ from ._common import EXIT_LOST, operator
 from ._format import printable
 
 if TYPE_CHECKING:
-    from .._sync.lease import Lease
+    from .._sync.model import Lease
 
 
 class Interrupted(BaseException):

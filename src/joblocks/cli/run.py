@@ -56,8 +56,7 @@ from ._common import (
 from ._format import err, format_duration, human_time, printable
 
 if TYPE_CHECKING:
-    from .._sync.lease import Lease
-    from .._sync.model import JobLockModel
+    from .._sync.model import JobLockModel, Lease
 
 _Handler = Union[Callable[[int, Union[FrameType, None]], Any], int, None]
 
