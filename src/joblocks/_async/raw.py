@@ -27,8 +27,6 @@ import weakref
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
-from sqlalchemy import exc as sa_exc
-
 from .._db.deadline import Bound, abandon
 from .._db.engines import driver_connect_args
 from .._sql.dialects import profile
@@ -156,13 +154,13 @@ class Link:
         self.limit: int | None = None if limits is None else pool.size() + limits[0]
 
     async def connect(self) -> Raw:
-        """A new connection, set up; a driver error wrapped as ``Engine.connect()``
-        wraps it. Bounded by the model's ``timeout``."""
+        """A new connection, set up; a driver error normalized as a statement's is
+        (``Profile.failed``). Bounded by the model's ``timeout``."""
         try:
             driver = await self._creator(*self._cargs, **self._cparams)
         except self.error as exc:
             lost = bool(self.dialect.is_disconnect(exc, None, None))
-            raise self._wrapped(None, None, exc, lost) from exc
+            raise self.profile.failed(exc, lost) from exc
         if not self.postgres:
             try:
                 cursor = await driver.cursor(self.cursor_class)
@@ -212,12 +210,6 @@ class Link:
             raw.lost = True
             return False
         return True
-
-    def _wrapped(self, sql: str | None, params: Any, exc: Exception, lost: bool) -> Exception:
-        wrapped: Exception = sa_exc.DBAPIError.instance(
-            sql, params, exc, self.error, dialect=self.dialect, connection_invalidated=lost
-        )
-        return wrapped
 
     def failure(self, raw: Raw, sql: str, params: Any, exc: BaseException) -> BaseException | None:
         """What a statement's error ``exc`` comes out as (as ``_db.execute._failure``):
