@@ -34,9 +34,9 @@ AFTER_S = 1.5  # workers run this long after the restart
 STARTED_S = 60.0  # how long the workers may take to start
 
 
-def _waits_for_a_row_lock(url: str, backend: str) -> bool:
+def _waits_for_a_row_lock(observer: sa.Engine, backend: str) -> bool:
     """Whether a session of the server waits for a row lock (asked on a connection of
-    its own, outside any transaction: PostgreSQL keeps one snapshot of
+    ``observer``'s, outside any transaction: PostgreSQL keeps one snapshot of
     ``pg_stat_activity`` per transaction)."""
     if backend == "postgresql":
         query = (
@@ -45,12 +45,8 @@ def _waits_for_a_row_lock(url: str, backend: str) -> bool:
         )
     else:
         query = "SELECT count(*) FROM information_schema.innodb_trx WHERE trx_state = 'LOCK WAIT'"
-    engine = sa.create_engine(url, isolation_level="AUTOCOMMIT", poolclass=sa.pool.NullPool)
-    try:
-        with engine.connect() as conn:
-            return bool(conn.execute(sa.text(query)).scalar())
-    finally:
-        engine.dispose()
+    with observer.connect() as conn:
+        return bool(conn.execute(sa.text(query)).scalar())
 
 
 def test_database_restart(
@@ -107,11 +103,17 @@ def test_database_restart(
         # The refresh is in flight only once the server shows it waiting for the row
         # lock (on a loaded machine the thread may not have sent it yet).
         waiting_by = time.monotonic() + STARTED_S
-        while not _waits_for_a_row_lock(url, server_backend):
-            assert not blocked, f"the blocked refresh did not wait for the row lock: {blocked}"
-            if time.monotonic() > waiting_by:
-                pytest.fail(f"the refresh was not seen waiting for the row lock in {STARTED_S} s")
-            time.sleep(0.05)
+        observer = sa.create_engine(url, isolation_level="AUTOCOMMIT", pool_size=1)
+        try:
+            while not _waits_for_a_row_lock(observer, server_backend):
+                assert not blocked, f"the blocked refresh did not wait for the row lock: {blocked}"
+                if time.monotonic() > waiting_by:
+                    pytest.fail(
+                        f"the refresh was not seen waiting for the row lock in {STARTED_S} s"
+                    )
+                time.sleep(0.05)
+        finally:
+            observer.dispose()  # before the kill: no connection of its own left to break
         assert not blocked, "the blocked refresh did not wait for the row lock"
         killed_at = time.monotonic()
         server.kill()

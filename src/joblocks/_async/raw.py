@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
 from .._db.deadline import Bound, abandon
 from .._db.engines import driver_connect_args
+from .._db.execute import pg_rows_came
 from .._sql.dialects import profile
 from .._sql.statements import Prepared, Result
 from .._sql.tables import PG_PROBE_SQL, ReadCommitted, wrapper_for
@@ -44,8 +45,6 @@ T = TypeVar("T")
 #: How a connection sends one statement: ``await execute(driver, sql, params)``.
 Execute = Callable[[Any, str, Any], Awaitable["Result"]]
 
-#: libpq's ``PGRES_TUPLES_OK``: rows came back.
-_PGRES_TUPLES_OK = 2
 #: The rows of a statement that returns none.
 _NO_ROWS: tuple[Any, ...] = ()
 
@@ -247,9 +246,8 @@ async def send_sql(link: Link, raw: Raw, sql: str, params: Any) -> Result:
 
 async def _pg_sent(cursor: Any, sql: str, params: Any) -> Result:
     await cursor.execute(sql, params)
-    result = cursor.pgresult  # not ``description``: it builds a column object each
-    tuples = result is not None and result.status == _PGRES_TUPLES_OK
-    return Result(await cursor.fetchall() if tuples else _NO_ROWS, cursor.rowcount, None)
+    rows = await cursor.fetchall() if pg_rows_came(cursor) else _NO_ROWS
+    return Result(rows, cursor.rowcount, None)
 
 
 async def _pg_in_read_committed(
@@ -260,9 +258,7 @@ async def _pg_in_read_committed(
     await cursor.execute(wrapper.begin)
     try:
         await cursor.execute(sql, params)
-        result = cursor.pgresult
-        tuples = result is not None and result.status == _PGRES_TUPLES_OK
-        rows = await cursor.fetchall() if tuples else _NO_ROWS
+        rows = await cursor.fetchall() if pg_rows_came(cursor) else _NO_ROWS
         outcome = Result(rows, cursor.rowcount, None)
         await cursor.execute(wrapper.commit)
     except Exception:

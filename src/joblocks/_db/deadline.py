@@ -269,15 +269,8 @@ class Bound(Alarm):
     __slots__ = ()
 
     def __init__(self, at: float, dbapi_connection: Any) -> None:
-        self.at = at
-        self.fire = abandon
-        self.arg = dbapi_connection
-        self.live = True
-        self.fired = False
+        Alarm.__init__(self, at, abandon, dbapi_connection)
         watchdog.push(self)
 
-    def end(self) -> bool:
-        """The call returned (or raised): True when it was abandoned meanwhile."""
-        with watchdog._lock:
-            self.live = False
-            return self.fired
+    #: The call returned (or raised): True when it was abandoned meanwhile.
+    end = Alarm.disarm

@@ -156,7 +156,9 @@ def _planned(conn: Connection, fairy: Any, stmt: Prepared, values: Mapping[str, 
             awaits = info[_AWAITED] = awaits_psycopg(conn.dialect)
             if not awaits and not hands_off_per_statement(conn.dialect):
                 send = _sent_pg if hasattr(cursor, "pgresult") else _sent
-                info[_DIRECT] = Direct(dbapi_connection, dbapi_connection.cursor(), send)
+                info[_DIRECT] = Direct(dbapi_connection, cursor, send)
+                cursor = None  # kept by the Direct, which sends this statement too
+                return execute(conn, stmt, values)
         return _sent(cursor, stmt.sql, params)
     except BaseException as exc:
         failure = _failure(conn, dbapi_connection, cursor, stmt.sql, params, exc)
@@ -204,9 +206,8 @@ async def _awaited(driver: Any, sql: str, params: Any) -> Result:
     cursor = driver.cursor()
     try:
         await cursor.execute(sql, params)
-        result = cursor.pgresult  # not ``description``: it builds a column object each
-        tuples = result is not None and result.status == _PGRES_TUPLES_OK
-        return Result(await cursor.fetchall() if tuples else _NO_ROWS, cursor.rowcount, None)
+        rows = await cursor.fetchall() if pg_rows_came(cursor) else _NO_ROWS
+        return Result(rows, cursor.rowcount, None)
     finally:
         await cursor.close()
 
@@ -218,12 +219,17 @@ def _sent(cursor: Any, sql: str, params: Any) -> Result:
 
 
 def _sent_pg(cursor: Any, sql: str, params: Any) -> Result:
-    """:func:`_sent` on psycopg's cursor: whether rows came is read off its result's
-    status, not ``description`` (which builds a column object per column each time)."""
+    """:func:`_sent` on psycopg's cursor (:func:`pg_rows_came`)."""
     cursor.execute(sql, params)
+    return Result(cursor.fetchall() if pg_rows_came(cursor) else _NO_ROWS, cursor.rowcount, None)
+
+
+def pg_rows_came(cursor: Any) -> bool:
+    """Whether the statement just run on psycopg's ``cursor`` (sync or async) returned
+    rows: read off its result's status, not ``description`` (which builds a column
+    object per column each time)."""
     result = cursor.pgresult
-    tuples = result is not None and result.status == _PGRES_TUPLES_OK
-    return Result(cursor.fetchall() if tuples else _NO_ROWS, cursor.rowcount, None)
+    return result is not None and bool(result.status == _PGRES_TUPLES_OK)
 
 
 def _sent_in_place(
